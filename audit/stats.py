@@ -1,0 +1,643 @@
+"""Statistics behind the verdicts: paired intervals, TOST, Holm, power, the three-way rule.
+
+Everything here is a thin, validated layer over scipy and statsmodels; no
+distribution is written by hand. The design and its references are in
+``shared/design/STATISTICS.md``. In short:
+
+* The unit of analysis is the seed. Every function takes arrays shaped
+  ``(n_seeds,)``; paired functions take two such arrays in the same seed order
+  and work on the per-seed differences ``a - b`` (average inside a run first,
+  then compare runs; stacking sub-run measurements inflates n -- the rliable
+  pitfall, Agarwal et al. 2021, "Deep RL at the Edge of the Statistical
+  Precipice").
+* At small n (3..5 seeds) percentile and BCa bootstrap intervals under-cover
+  badly while the Student-t interval holds its level, so the paired interval
+  is Student-t below :data:`BOOTSTRAP_MIN_N` pairs and BCa bootstrap
+  (``scipy.stats.bootstrap``) from there on, or for statistics with no t form.
+* Resampling always takes an explicit :class:`numpy.random.Generator`; the
+  global numpy RNG is never used (unlike rliable's resampling).
+* An exact sign-flip permutation test or Wilcoxon cannot reach p < 0.05 with
+  five or fewer pairs (:func:`smallest_signflip_p`).
+* A claim "A beats B by at least m" is decided by the three-way rule
+  :func:`three_way` (SUPPORTED / FALSIFIED / INCONCLUSIVE), with TOST
+  equivalence (``statsmodels.stats.weightstats.ttost_paired``) accepted only
+  under assay sensitivity, and with the minimum detectable effect and the
+  seeds needed (``statsmodels.stats.power.TTestPower``, cf. Colas et al. 2018,
+  "How many random seeds?") reported when INCONCLUSIVE.
+* Several tests in one falsifier are corrected together with Holm
+  (``multipletests(method="holm")``; statsmodels' default is "hs").
+
+Input errors raise :class:`ValueError` with one line naming the problem:
+``"lengths differ: a has 5 values, b has 4"``, ``"fewer than 2 values in a: got 1"``,
+``"NaN present in a at index 2"``, ``"infinite value present in b at index 0"``.
+"""
+
+from __future__ import annotations
+
+import inspect
+import math
+import warnings
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Callable, NamedTuple, Sequence
+
+import numpy as np
+from scipy import stats as _sps
+from statsmodels.stats.multitest import multipletests
+from statsmodels.stats.power import TTestPower
+from statsmodels.stats.weightstats import ttost_paired
+
+__all__ = [
+    "BOOTSTRAP_MIN_N",
+    "OUTCOMES",
+    "Interval",
+    "PairedDifference",
+    "MeanEstimate",
+    "BootstrapEstimate",
+    "TostResult",
+    "ThreeWay",
+    "paired_difference",
+    "mean_interval",
+    "bootstrap_interval",
+    "tost_paired",
+    "holm",
+    "minimum_detectable_effect",
+    "seeds_needed",
+    "smallest_signflip_p",
+    "three_way",
+]
+
+#: Pairs from which ``method="auto"`` switches from Student-t to BCa bootstrap.
+#: Below it, bootstrap intervals under-cover (STATISTICS.md, "Intervals at small n").
+BOOTSTRAP_MIN_N = 10
+
+#: The outcomes of :func:`three_way`, about the claim "A beats B by at least m".
+OUTCOMES = ("SUPPORTED", "FALSIFIED", "INCONCLUSIVE")
+
+
+# --------------------------------------------------------------------------- #
+# validation
+# --------------------------------------------------------------------------- #
+
+
+def _as_sample(x, name: str, min_n: int = 2) -> np.ndarray:
+    """Return ``x`` as a 1-D float array, or raise a one-line ValueError."""
+    arr = np.asarray(x, dtype=float)
+    if arr.ndim != 1:
+        raise ValueError(f"{name} must be 1-D, shaped (n_seeds,); got shape {arr.shape}")
+    if arr.size < min_n:
+        raise ValueError(f"fewer than {min_n} values in {name}: got {arr.size}")
+    nan = np.flatnonzero(np.isnan(arr))
+    if nan.size:
+        raise ValueError(f"NaN present in {name} at index {_indices(nan)}")
+    inf = np.flatnonzero(np.isinf(arr))
+    if inf.size:
+        raise ValueError(f"infinite value present in {name} at index {_indices(inf)}")
+    return arr
+
+
+def _indices(idx: np.ndarray) -> str:
+    return ", ".join(str(int(i)) for i in idx)
+
+
+def _as_pair(a, b) -> tuple[np.ndarray, np.ndarray]:
+    a_arr = np.asarray(a, dtype=float)
+    b_arr = np.asarray(b, dtype=float)
+    if a_arr.ndim == 1 and b_arr.ndim == 1 and a_arr.size != b_arr.size:
+        raise ValueError(f"lengths differ: a has {a_arr.size} values, b has {b_arr.size}")
+    return _as_sample(a_arr, "a"), _as_sample(b_arr, "b")
+
+
+def _check_level(level: float, name: str = "level") -> float:
+    level = float(level)
+    if not 0.0 < level < 1.0:
+        raise ValueError(f"{name} must lie strictly between 0 and 1; got {level}")
+    return level
+
+
+def _check_alpha(alpha: float, upper: float = 1.0) -> float:
+    alpha = float(alpha)
+    if not 0.0 < alpha < upper:
+        raise ValueError(f"alpha must lie strictly between 0 and {upper}; got {alpha}")
+    return alpha
+
+
+def _check_rng(rng) -> np.random.Generator:
+    if not isinstance(rng, np.random.Generator):
+        raise TypeError(
+            "rng must be a numpy.random.Generator (e.g. numpy.random.default_rng(seed)); "
+            f"got {type(rng).__name__}"
+        )
+    return rng
+
+
+def _check_n(n, min_n: int = 2) -> int:
+    if isinstance(n, bool) or int(n) != n:
+        raise ValueError(f"n must be an integer; got {n!r}")
+    n = int(n)
+    if n < min_n:
+        raise ValueError(f"n must be at least {min_n}; got {n}")
+    return n
+
+
+def _sd(x: np.ndarray) -> float:
+    return float(np.std(x, ddof=1))
+
+
+def _all_equal(x: np.ndarray, *inputs: np.ndarray) -> bool:
+    """True when every value of ``x`` is the same up to floating-point rounding.
+
+    ``x`` may be computed from ``inputs`` (differences ``a - b``): then rounding
+    of the inputs' magnitude counts, so ``b + 0.3`` against ``b`` is constant.
+    """
+    scale = max([float(np.max(np.abs(v))) for v in (x, *inputs)])
+    return bool(np.ptp(x) <= 8 * np.finfo(float).eps * scale)
+
+
+# scipy >= 1.15 renamed bootstrap's ``random_state`` to ``rng``.
+_BOOTSTRAP_RNG_KW = "rng" if "rng" in inspect.signature(_sps.bootstrap).parameters else "random_state"
+
+
+def _scipy_bootstrap(data: tuple, statistic, rng, level, method, n_resamples, paired):
+    kwargs = {_BOOTSTRAP_RNG_KW: rng}
+    with warnings.catch_warnings():
+        # degenerate data: scipy warns and returns NaN; we raise a clear error below
+        warnings.simplefilter("ignore", RuntimeWarning)
+        warnings.simplefilter("ignore", _sps.DegenerateDataWarning)
+        res = _sps.bootstrap(
+            data,
+            statistic,
+            n_resamples=int(n_resamples),
+            paired=paired,
+            confidence_level=level,
+            method=method,
+            **kwargs,
+        )
+    low, high = float(res.confidence_interval.low), float(res.confidence_interval.high)
+    if not (math.isfinite(low) and math.isfinite(high)):
+        raise ValueError(
+            f"the {method} bootstrap interval is undefined here (degenerate data: "
+            "the statistic barely varies over resamples); report the value without an interval"
+        )
+    return low, high
+
+
+# --------------------------------------------------------------------------- #
+# result types
+# --------------------------------------------------------------------------- #
+
+
+class Interval(NamedTuple):
+    """A closed confidence interval ``[low, high]``."""
+
+    low: float
+    high: float
+
+
+@dataclass(frozen=True)
+class PairedDifference:
+    """Estimate of mean(a - b) over seeds, with its interval and paired t-test.
+
+    ``sd`` is the SD of the per-seed differences (ddof=1); ``effect_size`` is
+    Cohen's dz = mean / sd (``inf``/``-inf`` when sd = 0 and mean != 0, ``nan``
+    when both are 0); ``p_value`` is the two-sided paired t-test
+    (``scipy.stats.ttest_rel``), whichever method made the interval.
+    """
+
+    mean: float
+    sd: float
+    n: int
+    level: float
+    low: float
+    high: float
+    method: str  # "t" or "bca"
+    p_value: float
+    effect_size: float
+
+    def confidence_interval(self) -> Interval:
+        return Interval(self.low, self.high)
+
+
+@dataclass(frozen=True)
+class MeanEstimate:
+    """One-sample mean with its Student-t interval (``method`` is always "t")."""
+
+    mean: float
+    low: float
+    high: float
+    n: int
+    sd: float
+    level: float
+    method: str = "t"
+
+    def confidence_interval(self) -> Interval:
+        return Interval(self.low, self.high)
+
+
+@dataclass(frozen=True)
+class BootstrapEstimate:
+    """A statistic with a bootstrap interval (``scipy.stats.bootstrap``)."""
+
+    value: float
+    low: float
+    high: float
+    n: int
+    level: float
+    method: str
+    n_resamples: int
+
+    def confidence_interval(self) -> Interval:
+        return Interval(self.low, self.high)
+
+
+@dataclass(frozen=True)
+class TostResult:
+    """Paired TOST equivalence test of mean(a - b) within (-margin, +margin).
+
+    ``p_value`` is the larger of the two one-sided p-values;
+    ``[low90, high90]`` is the (1 - 2 alpha) Student-t CI of the mean
+    difference (90 % at alpha = 0.05). ``equivalent`` is ``p_value < alpha``,
+    which is the same decision as "the (1 - 2 alpha) CI lies inside
+    (-margin, +margin)".
+    """
+
+    p_value: float
+    low90: float
+    high90: float
+    margin: float
+    equivalent: bool
+    alpha: float
+
+    def confidence_interval(self) -> Interval:
+        return Interval(self.low90, self.high90)
+
+
+@dataclass(frozen=True)
+class ThreeWay:
+    """Outcome of :func:`three_way` for the claim "A beats B by at least ``margin``".
+
+    ``mde`` is the minimum detectable effect (absolute units of the metric,
+    mde in SD units times the SD of the differences) for the seeds used and
+    ``seeds_needed`` the pairs needed to detect the observed effect
+    (mean - margin) at the same alpha with power ``power``; both are set only
+    when the outcome is INCONCLUSIVE (``seeds_needed`` stays ``None`` when the
+    observed effect or its SD is 0, where no number of seeds is meaningful).
+    """
+
+    outcome: str
+    difference: PairedDifference
+    tost: TostResult
+    reason: str
+    margin: float
+    equivalence_margin: float
+    alpha: float
+    sensitive: bool
+    power: float
+    mde: float | None = None
+    seeds_needed: int | None = None
+
+    @property
+    def n(self) -> int:
+        return self.difference.n
+
+
+# --------------------------------------------------------------------------- #
+# intervals
+# --------------------------------------------------------------------------- #
+
+
+def paired_difference(
+    a,
+    b,
+    *,
+    level: float = 0.95,
+    method: str = "auto",
+    rng: np.random.Generator | None = None,
+    n_resamples: int = 9999,
+) -> PairedDifference:
+    """Mean of the per-seed differences ``a - b`` with a confidence interval.
+
+    ``method``: ``"t"`` is the Student-t interval of ``scipy.stats.ttest_rel(a, b)
+    .confidence_interval(level)``; ``"bca"`` is the BCa bootstrap
+    (``scipy.stats.bootstrap(method="BCa")``) of the mean difference, which
+    needs ``rng``; ``"auto"`` picks "t" below :data:`BOOTSTRAP_MIN_N` pairs and
+    "bca" from there on. STATISTICS.md ("Intervals at small n") measured BCa
+    covering only about 0.77 at n = 3 and 0.85 at n = 5 (nominal 0.95) while
+    the t-interval holds about 0.96; cf. Agarwal et al. 2021 and Colas et al. 2018.
+
+    When every difference is equal (up to floating-point rounding of the
+    inputs, so sd is reported as 0) the data cannot carry
+    sampling error: the interval collapses to the point ``[mean, mean]``, the
+    p-value is 0 if mean != 0 and 1 if mean == 0, and ``effect_size`` is
+    ``+-inf`` (or ``nan`` when mean == 0). No bootstrap is run then.
+    """
+    a_arr, b_arr = _as_pair(a, b)
+    level = _check_level(level)
+    if method not in ("auto", "t", "bca"):
+        raise ValueError(f"method must be 'auto', 't' or 'bca'; got {method!r}")
+    d = a_arr - b_arr
+    n = int(d.size)
+    if method == "auto":
+        method = "t" if n < BOOTSTRAP_MIN_N else "bca"
+    if method == "bca":
+        _check_rng(rng)
+    mean = float(np.mean(d))
+
+    if _all_equal(d, a_arr, b_arr):
+        p_value = 0.0 if mean != 0.0 else 1.0
+        effect = math.copysign(math.inf, mean) if mean != 0.0 else math.nan
+        return PairedDifference(mean, 0.0, n, level, mean, mean, method, p_value, effect)
+
+    sd = _sd(d)
+    with warnings.catch_warnings():
+        # near-constant differences trigger scipy's precision-loss warning; the
+        # result is still the correct (huge) t statistic.
+        warnings.simplefilter("ignore", RuntimeWarning)
+        res = _sps.ttest_rel(a_arr, b_arr)
+        p_value = float(res.pvalue)
+        if method == "t":
+            ci = res.confidence_interval(confidence_level=level)
+            low, high = float(ci.low), float(ci.high)
+    if method == "bca":
+        low, high = _scipy_bootstrap((d,), np.mean, rng, level, "BCa", n_resamples, False)
+    return PairedDifference(mean, sd, n, level, low, high, method, p_value, mean / sd)
+
+
+def mean_interval(x, level: float = 0.95) -> MeanEstimate:
+    """Mean of ``x`` with its one-sample Student-t interval (``scipy.stats.ttest_1samp``).
+
+    With all values equal the interval collapses to the point.
+    """
+    arr = _as_sample(x, "x")
+    level = _check_level(level)
+    mean = float(np.mean(arr))
+    n = int(arr.size)
+    if _all_equal(arr):
+        return MeanEstimate(mean, mean, mean, n, 0.0, level)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        ci = _sps.ttest_1samp(arr, 0.0).confidence_interval(confidence_level=level)
+    return MeanEstimate(mean, float(ci.low), float(ci.high), n, _sd(arr), level)
+
+
+def bootstrap_interval(
+    data,
+    statistic: Callable[..., float],
+    rng: np.random.Generator,
+    level: float = 0.95,
+    method: str = "BCa",
+    n_resamples: int = 9999,
+) -> BootstrapEstimate:
+    """Bootstrap interval (``scipy.stats.bootstrap``) for a statistic with no t form.
+
+    ``data`` is one array shaped ``(n_seeds,)``, called as ``statistic(x)``, or a
+    tuple/list of such arrays in the same seed order, resampled together
+    (paired) and called as ``statistic(x, y, ...)``. ``method`` is any of
+    scipy's ("BCa", "percentile", "basic"). Use it from about 10-20 seeds on
+    (STATISTICS.md: at n = 3..5 BCa covers only 0.77-0.85 at nominal 0.95).
+    Raises ValueError when the interval is undefined (degenerate data).
+    """
+    _check_rng(rng)
+    level = _check_level(level)
+    if isinstance(data, (tuple, list)) and len(data) > 0 and np.ndim(data[0]) == 1:
+        names = [f"data[{i}]" for i in range(len(data))]
+        sizes = [np.asarray(x).size for x in data]
+        if len(set(sizes)) > 1:
+            raise ValueError(
+                "lengths differ: " + ", ".join(f"{nm} has {s} values" for nm, s in zip(names, sizes))
+            )
+        arrays = tuple(_as_sample(x, nm) for x, nm in zip(data, names))
+    else:
+        arrays = (_as_sample(data, "data"),)
+    value = float(statistic(*arrays))
+    low, high = _scipy_bootstrap(arrays, statistic, rng, level, method, n_resamples, len(arrays) > 1)
+    return BootstrapEstimate(value, low, high, int(arrays[0].size), level, method, int(n_resamples))
+
+
+# --------------------------------------------------------------------------- #
+# equivalence, multiplicity, power
+# --------------------------------------------------------------------------- #
+
+
+def tost_paired(a, b, margin: float, alpha: float = 0.05) -> TostResult:
+    """Paired TOST: is mean(a - b) inside (-margin, +margin)?
+
+    Wraps ``statsmodels.stats.weightstats.ttost_paired(a, b, -margin, margin)``
+    and adds the (1 - 2 alpha) Student-t CI of the mean difference
+    (``scipy.stats.ttest_rel(...).confidence_interval``); equivalence at level
+    alpha is exactly that CI lying inside (-margin, +margin). STATISTICS.md
+    warns that equivalence means something only under assay sensitivity; that
+    check belongs to the caller (see :func:`three_way`).
+
+    With all differences equal (sd = 0, up to rounding) the CI collapses to the point and the
+    p-value is 0 when |mean| < margin, else 1.
+    """
+    a_arr, b_arr = _as_pair(a, b)
+    alpha = _check_alpha(alpha, upper=0.5)
+    margin = float(margin)
+    if not (math.isfinite(margin) and margin > 0):
+        raise ValueError(f"margin must be a positive finite number; got {margin}")
+    d = a_arr - b_arr
+    if _all_equal(d, a_arr, b_arr):
+        mean = float(np.mean(d))
+        inside = -margin < mean < margin
+        return TostResult(0.0 if inside else 1.0, mean, mean, margin, inside, alpha)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        p_value = float(ttost_paired(a_arr, b_arr, -margin, margin)[0])
+        ci = _sps.ttest_rel(a_arr, b_arr).confidence_interval(confidence_level=1 - 2 * alpha)
+    return TostResult(p_value, float(ci.low), float(ci.high), margin, bool(p_value < alpha), alpha)
+
+
+def holm(pvalues: Sequence[float], alpha: float = 0.05) -> tuple[np.ndarray, np.ndarray]:
+    """Holm step-down correction over one falsifier's family of p-values.
+
+    Returns ``(adjusted, reject)`` from
+    ``statsmodels.stats.multitest.multipletests(pvalues, alpha, method="holm")``
+    (note: that function's default method is "hs", Holm-Sidak, not Holm).
+    A NaN p-value would make every corrected value NaN, so it raises instead,
+    naming the index (STATISTICS.md, "Several claims at once"): handle
+    diverged runs before the correction.
+    """
+    p = np.asarray(pvalues, dtype=float)
+    if p.ndim != 1:
+        raise ValueError(f"pvalues must be 1-D; got shape {p.shape}")
+    if p.size == 0:
+        raise ValueError("fewer than 1 values in pvalues: got 0")
+    nan = np.flatnonzero(np.isnan(p))
+    if nan.size:
+        raise ValueError(
+            f"NaN present in pvalues at index {_indices(nan)}; "
+            "handle diverged runs before the Holm correction"
+        )
+    bad = np.flatnonzero((p < 0) | (p > 1))
+    if bad.size:
+        raise ValueError(f"p-value outside [0, 1] in pvalues at index {_indices(bad)}")
+    alpha = _check_alpha(alpha)
+    reject, adjusted, _, _ = multipletests(p, alpha=alpha, method="holm")
+    return np.asarray(adjusted, dtype=float), np.asarray(reject, dtype=bool)
+
+
+@lru_cache(maxsize=256)
+def _mde_cached(n: int, alpha: float, power: float) -> float:
+    return float(
+        TTestPower().solve_power(
+            effect_size=None, nobs=n, alpha=alpha, power=power, alternative="two-sided"
+        )
+    )
+
+
+def minimum_detectable_effect(n: int, alpha: float = 0.05, power: float = 0.8) -> float:
+    """Smallest effect, in SD units of the paired differences (dz), that a
+    two-sided paired t-test on ``n`` pairs detects with probability ``power``.
+
+    ``statsmodels.stats.power.TTestPower().solve_power(effect_size=None, nobs=n,
+    ...)`` coerced with ``float()``. STATISTICS.md's table (alpha 0.05, power
+    0.8): n=3 -> 3.26, n=5 -> 1.68, n=10 -> 1.00, n=20 -> 0.66.
+    """
+    n = _check_n(n)
+    return _mde_cached(n, _check_alpha(alpha), _check_level(power, "power"))
+
+
+def seeds_needed(effect: float, sd: float, alpha: float = 0.05, power: float = 0.8) -> int:
+    """Pairs (seeds) a two-sided paired t-test needs to detect a mean
+    difference ``effect`` when the differences have SD ``sd``.
+
+    ``ceil(TTestPower().solve_power(effect_size=|effect|/sd, nobs=None, ...))``,
+    at least 2 (Colas et al. 2018: pilot, then power analysis). Raises
+    ValueError when ``effect`` is 0 (no number of seeds detects it) or ``sd``
+    is not positive.
+    """
+    effect, sd = float(effect), float(sd)
+    if not (math.isfinite(effect) and math.isfinite(sd)):
+        raise ValueError(f"effect and sd must be finite; got effect={effect}, sd={sd}")
+    if effect == 0.0:
+        raise ValueError("effect is 0: no number of seeds can detect a zero effect")
+    if sd <= 0.0:
+        raise ValueError(f"sd must be positive; got {sd}")
+    alpha = _check_alpha(alpha)
+    power = _check_level(power, "power")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        nobs = float(
+            TTestPower().solve_power(
+                effect_size=abs(effect) / sd, nobs=None, alpha=alpha, power=power,
+                alternative="two-sided",
+            )
+        )
+    if not math.isfinite(nobs):
+        raise ValueError(
+            f"power solver found no sample size for effect {effect} with sd {sd} "
+            f"(dz = {abs(effect) / sd:.3g})"
+        )
+    return max(2, math.ceil(nobs))
+
+
+def smallest_signflip_p(n: int) -> float:
+    """Smallest two-sided p-value an exact sign-flip permutation test (or exact
+    Wilcoxon signed-rank test) can give with ``n`` pairs: ``2 / 2**n`` (capped at 1).
+
+    0.25 at n = 3, 0.0625 at n = 5 (STATISTICS.md): p < 0.05 is unreachable
+    with five or fewer pairs, which reports should say instead of printing a
+    p-value that could never be small.
+    """
+    n = _check_n(n, min_n=1)
+    return min(1.0, 2.0 / 2.0**n)
+
+
+# --------------------------------------------------------------------------- #
+# the three-way rule
+# --------------------------------------------------------------------------- #
+
+
+def _g(x: float) -> str:
+    return f"{x:.4g}"
+
+
+def three_way(
+    a,
+    b,
+    *,
+    margin: float = 0.0,
+    equivalence_margin: float,
+    alpha: float = 0.05,
+    sensitive: bool = True,
+    rng: np.random.Generator | None = None,
+    power: float = 0.8,
+) -> ThreeWay:
+    """Decide the claim "arm A beats arm B by at least ``margin``" from paired seeds.
+
+    The rule of STATISTICS.md ("A three-way rule, fixed before the run"), with
+    d = ``equivalence_margin``, the two-sided paired interval of
+    :func:`paired_difference` at level 1 - alpha (Student-t below
+    :data:`BOOTSTRAP_MIN_N` pairs, BCa from there on, which needs ``rng``) and
+    the paired TOST of :func:`tost_paired` at ``alpha``:
+
+    1. SUPPORTED when the (1 - alpha) CI of mean(A - B) lies entirely above
+       ``margin`` (low > margin). Checked first: a difference shown to exceed
+       the margin supports the claim even if it is also within (-d, +d).
+    2. FALSIFIED when the CI lies entirely below ``margin`` (high < margin,
+       the wrong side), or when TOST shows equivalence within (-d, +d) and
+       ``sensitive`` is True.
+    3. INCONCLUSIVE otherwise -- including equivalence without assay
+       sensitivity (``sensitive=False``: the setting was not shown able to
+       separate the baseline from a known-worse arm; reason says "no assay
+       sensitivity"). Then ``mde`` (absolute: minimum detectable dz for n
+       pairs times the SD of the differences) and ``seeds_needed`` (pairs to
+       detect the observed mean - margin at this alpha and ``power``) are set.
+
+    Under the null (true difference = margin) the false-SUPPORTED rate is at
+    most alpha / 2, since SUPPORTED needs the lower end of a two-sided
+    interval above the margin. The caller maps the outcome onto the
+    REVIEWER's claim (CONFIRMED / REFUTED / INCONCLUSIVE).
+    """
+    margin = float(margin)
+    if not math.isfinite(margin):
+        raise ValueError(f"margin must be finite; got {margin}")
+    alpha = _check_alpha(alpha, upper=0.5)
+    diff = paired_difference(a, b, level=1 - alpha, method="auto", rng=rng)
+    tost = tost_paired(a, b, equivalence_margin, alpha=alpha)
+    n, d = diff.n, tost.margin
+    ci = f"{_g((1 - alpha) * 100)}% {diff.method} CI [{_g(diff.low)}, {_g(diff.high)}]"
+    tost_txt = (
+        f"TOST within (-{_g(d)}, +{_g(d)}) p = {_g(tost.p_value)}, "
+        f"{_g((1 - 2 * alpha) * 100)}% CI [{_g(tost.low90)}, {_g(tost.high90)}]"
+    )
+    head = f"n = {n} pairs, alpha = {_g(alpha)}: mean(A - B) = {_g(diff.mean)}, {ci}"
+    common = dict(
+        difference=diff, tost=tost, margin=margin, equivalence_margin=d, alpha=alpha,
+        sensitive=bool(sensitive), power=float(power),
+    )
+
+    if diff.low > margin:
+        reason = f"SUPPORTED: {head} lies above the margin {_g(margin)}."
+        return ThreeWay("SUPPORTED", reason=reason, **common)
+    if diff.high < margin:
+        reason = f"FALSIFIED: {head} lies entirely below the margin {_g(margin)} (wrong side)."
+        return ThreeWay("FALSIFIED", reason=reason, **common)
+    if tost.equivalent and sensitive:
+        reason = (
+            f"FALSIFIED: {head} straddles the margin {_g(margin)} and equivalence holds "
+            f"({tost_txt} inside it, p < alpha) with assay sensitivity shown."
+        )
+        return ThreeWay("FALSIFIED", reason=reason, **common)
+
+    mde = minimum_detectable_effect(n, alpha=alpha, power=power) * diff.sd
+    effect = diff.mean - margin
+    needed = (
+        seeds_needed(effect, diff.sd, alpha=alpha, power=power)
+        if effect != 0.0 and diff.sd > 0.0
+        else None
+    )
+    need_txt = f"{needed} pairs would detect the observed effect {_g(effect)}" if needed else (
+        "no number of seeds would detect the observed effect of 0"
+    )
+    if tost.equivalent:
+        why = f"equivalence holds ({tost_txt}) but there is no assay sensitivity"
+    else:
+        why = f"equivalence is not shown ({tost_txt})"
+    reason = (
+        f"INCONCLUSIVE: {head} straddles the margin {_g(margin)} and {why}; "
+        f"the minimum detectable effect at n = {n} is {_g(mde)} and {need_txt}."
+    )
+    return ThreeWay("INCONCLUSIVE", reason=reason, mde=mde, seeds_needed=needed, **common)

@@ -1,0 +1,534 @@
+"""Tests of audit.stats against reference values whose source is named next to them.
+
+Reference values never come from the code under test: they are published
+outputs (R's ``t.test`` on the ``sleep`` data), the table in
+shared/design/STATISTICS.md, hand computations, or a separate scipy/statsmodels
+call named in the test.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from hypothesis import assume, given, settings
+from hypothesis import strategies as st
+from numpy.testing import assert_allclose, assert_array_equal
+from scipy import stats
+from statsmodels.stats.power import TTestPower
+from statsmodels.stats.weightstats import DescrStatsW
+
+from audit.stats import (
+    BOOTSTRAP_MIN_N,
+    Interval,
+    PairedDifference,
+    bootstrap_interval,
+    holm,
+    mean_interval,
+    minimum_detectable_effect,
+    paired_difference,
+    seeds_needed,
+    smallest_signflip_p,
+    three_way,
+    tost_paired,
+)
+
+# Student (1908) / Cushny & Peebles sleep data, R's datasets::sleep: extra hours of
+# sleep for 10 patients under drug 1 (group 1) and drug 2 (group 2), paired by ID.
+SLEEP_1 = np.array([0.7, -1.6, -0.2, -1.2, -0.1, 3.4, 3.7, 0.8, 0.0, 2.0])
+SLEEP_2 = np.array([1.9, 0.8, 1.1, 0.1, -0.1, 4.4, 5.5, 1.6, 4.6, 3.4])
+
+
+# --------------------------------------------------------------------------- #
+# paired differences and means
+# --------------------------------------------------------------------------- #
+
+
+def test_paired_t_matches_r_sleep_example():
+    # Reference: R 4.x, t.test(extra ~ group, data = sleep, paired = TRUE) prints
+    # t = -4.0621, df = 9, p-value = 0.002833,
+    # 95 percent confidence interval: -2.4598858 -0.7001142, mean difference -1.58.
+    res = paired_difference(SLEEP_1, SLEEP_2, method="t")
+    assert res.method == "t"
+    assert res.n == 10
+    assert_allclose(res.mean, -1.58, rtol=1e-12)
+    assert_allclose([res.low, res.high], [-2.4598858, -0.7001142], atol=1e-7)
+    assert_allclose(res.p_value, 0.002833, atol=5e-7)
+    # t = mean / (sd / sqrt(n)) = dz * sqrt(n)
+    assert_allclose(res.effect_size * math.sqrt(10), -4.0621, atol=5e-5)
+    # sd of the differences, ddof=1: numpy.std, a separate call
+    assert_allclose(res.sd, np.std(SLEEP_1 - SLEEP_2, ddof=1), rtol=1e-12)
+    assert res.confidence_interval() == Interval(res.low, res.high)
+    assert isinstance(res.confidence_interval(), tuple)
+
+
+@pytest.mark.parametrize(
+    "level",
+    [pytest.param(0.90, id="90pct"), pytest.param(0.95, id="95pct"), pytest.param(0.99, id="99pct")],
+)
+def test_mean_interval_matches_statsmodels_descrstats(level):
+    # Reference: statsmodels DescrStatsW(x).tconfint_mean(alpha=1 - level), a separate
+    # implementation of the one-sample t interval.
+    x = SLEEP_2 - SLEEP_1
+    est = mean_interval(x, level=level)
+    ref_low, ref_high = DescrStatsW(x).tconfint_mean(alpha=1 - level)
+    assert_allclose([est.low, est.high], [ref_low, ref_high], rtol=1e-10)
+    assert est.mean == pytest.approx(1.58)
+    assert est.method == "t" and est.n == 10 and est.level == level
+    assert_allclose(est.sd, np.std(x, ddof=1))
+
+
+def test_mean_interval_on_sleep_differences_matches_r():
+    # R: t.test(extra ~ group, data = sleep, paired = TRUE) interval, sign flipped.
+    est = mean_interval(SLEEP_2 - SLEEP_1)
+    assert_allclose([est.low, est.high], [0.7001142, 2.4598858], atol=1e-7)
+
+
+@pytest.mark.parametrize(
+    ("n", "expected"),
+    [pytest.param(3, "t", id="n3-t"), pytest.param(9, "t", id="n9-t"),
+     pytest.param(10, "bca", id="n10-bca"), pytest.param(15, "bca", id="n15-bca")],
+)
+def test_auto_method_switches_at_ten_pairs(n, expected):
+    rng = np.random.default_rng(20240601)
+    a, b = rng.normal(size=n), rng.normal(size=n)
+    res = paired_difference(a, b, rng=np.random.default_rng(1), n_resamples=999)
+    assert BOOTSTRAP_MIN_N == 10
+    assert res.method == expected
+
+
+def test_bca_matches_direct_scipy_bootstrap_call():
+    # Reference: scipy.stats.bootstrap((d,), np.mean, method="BCa") called directly with
+    # a Generator of the same seed.
+    d = SLEEP_1 - SLEEP_2
+    res = paired_difference(SLEEP_1, SLEEP_2, method="bca", rng=np.random.default_rng(7),
+                            n_resamples=1999)
+    ref = stats.bootstrap((d,), np.mean, method="BCa", n_resamples=1999, confidence_level=0.95,
+                          rng=np.random.default_rng(7)).confidence_interval
+    assert_allclose([res.low, res.high], [ref.low, ref.high], rtol=1e-12)
+    # the p-value is still the paired t-test's (R: 0.002833)
+    assert_allclose(res.p_value, 0.002833, atol=5e-7)
+    assert res.low < res.mean < res.high
+
+
+def test_bca_requires_a_generator():
+    with pytest.raises(TypeError, match="rng must be a numpy.random.Generator"):
+        paired_difference(SLEEP_1, SLEEP_2)  # n = 10 -> BCa
+    with pytest.raises(TypeError, match="rng must be a numpy.random.Generator"):
+        paired_difference(SLEEP_1, SLEEP_2, method="bca", rng=np.random.RandomState(0))
+
+
+@pytest.mark.parametrize(
+    ("diff", "p", "effect"),
+    [pytest.param(0.3, 0.0, math.inf, id="positive"),
+     pytest.param(-2.0, 0.0, -math.inf, id="negative"),
+     pytest.param(0.0, 1.0, math.nan, id="zero")],
+)
+@pytest.mark.parametrize("method", ["t", "bca"])
+def test_constant_differences_collapse_to_the_point(diff, p, effect, method):
+    # By definition (documented in paired_difference): no sampling error is visible.
+    b = np.array([1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0, 9.0, 10.0])
+    a = b + diff
+    res = paired_difference(a, b, method=method, rng=np.random.default_rng(0))
+    # b + 0.3 - b is 0.3 only up to rounding; the rule treats it as constant
+    assert res.sd == 0.0
+    assert res.low == res.high == res.mean == pytest.approx(diff, abs=1e-14)
+    assert res.p_value == p
+    if math.isnan(effect):
+        assert math.isnan(res.effect_size)
+    else:
+        assert res.effect_size == effect
+
+
+# --------------------------------------------------------------------------- #
+# bootstrap for statistics with no t form
+# --------------------------------------------------------------------------- #
+
+
+def test_bootstrap_interval_one_sample_matches_scipy():
+    # Reference: scipy.stats.bootstrap called directly (median has no t form).
+    x = np.random.default_rng(11).normal(size=25)
+    est = bootstrap_interval(x, np.median, np.random.default_rng(3), n_resamples=999)
+    ref = stats.bootstrap((x,), np.median, method="BCa", n_resamples=999,
+                          rng=np.random.default_rng(3)).confidence_interval
+    assert_allclose([est.low, est.high], [ref.low, ref.high], rtol=1e-12)
+    assert est.value == np.median(x) and est.n == 25 and est.method == "BCa"
+
+
+def test_bootstrap_interval_paired_matches_scipy():
+    # Reference: scipy.stats.bootstrap(..., paired=True) called directly.
+    rng = np.random.default_rng(12)
+    a, b = rng.normal(size=20), rng.normal(size=20)
+
+    def median_diff(x, y):
+        return np.median(x - y)
+
+    est = bootstrap_interval((a, b), median_diff, np.random.default_rng(4), method="percentile",
+                             n_resamples=999)
+    ref = stats.bootstrap((a, b), median_diff, paired=True, method="percentile", n_resamples=999,
+                          vectorized=False, rng=np.random.default_rng(4)).confidence_interval
+    assert_allclose([est.low, est.high], [ref.low, ref.high], rtol=1e-12)
+
+
+def test_bootstrap_interval_rejects_degenerate_and_bad_input():
+    with pytest.raises(ValueError, match="bootstrap interval is undefined"):
+        bootstrap_interval(np.ones(12), np.mean, np.random.default_rng(0), n_resamples=199)
+    with pytest.raises(TypeError, match="rng must be a numpy.random.Generator"):
+        bootstrap_interval(np.arange(12.0), np.mean, None)
+    with pytest.raises(ValueError, match=r"^lengths differ: data\[0\] has 3 values, data\[1\] has 2 values$"):
+        bootstrap_interval(([1.0, 2, 3], [1.0, 2]), lambda x, y: 0.0, np.random.default_rng(0))
+
+
+# --------------------------------------------------------------------------- #
+# input validation: one line naming the problem
+# --------------------------------------------------------------------------- #
+
+
+@pytest.mark.parametrize(
+    ("a", "b", "message"),
+    [
+        pytest.param([1, 2, 3], [1, 2], r"^lengths differ: a has 3 values, b has 2$", id="lengths"),
+        pytest.param([1.0], [2.0], r"^fewer than 2 values in a: got 1$", id="too-few"),
+        pytest.param([1, 2, 3], [1, np.nan, 3], r"^NaN present in b at index 1$", id="nan-b"),
+        pytest.param([np.nan, 2, np.nan], [1, 2, 3], r"^NaN present in a at index 0, 2$", id="nan-a"),
+        pytest.param([1, 2, 3], [1, 2, np.inf], r"^infinite value present in b at index 2$", id="inf"),
+        pytest.param([[1, 2], [3, 4]], [[1, 2], [3, 4]], r"^a must be 1-D", id="2d"),
+    ],
+)
+@pytest.mark.parametrize("func", ["paired_difference", "tost_paired", "three_way"])
+def test_paired_input_errors(a, b, message, func):
+    call = {
+        "paired_difference": lambda: paired_difference(a, b),
+        "tost_paired": lambda: tost_paired(a, b, margin=1.0),
+        "three_way": lambda: three_way(a, b, equivalence_margin=1.0),
+    }[func]
+    with pytest.raises(ValueError, match=message):
+        call()
+
+
+def test_other_input_errors():
+    with pytest.raises(ValueError, match=r"^fewer than 2 values in x: got 0$"):
+        mean_interval([])
+    with pytest.raises(ValueError, match="level must lie strictly between 0 and 1"):
+        paired_difference([1, 2, 3], [0, 0, 1], level=95)
+    with pytest.raises(ValueError, match="method must be 'auto', 't' or 'bca'"):
+        paired_difference([1, 2, 3], [0, 0, 1], method="BCa")
+    with pytest.raises(ValueError, match="margin must be a positive finite number"):
+        tost_paired([1, 2, 3], [0, 0, 1], margin=0.0)
+    with pytest.raises(ValueError, match="alpha must lie strictly between 0 and 0.5"):
+        tost_paired([1, 2, 3], [0, 0, 1], margin=1.0, alpha=0.5)
+
+
+# --------------------------------------------------------------------------- #
+# TOST
+# --------------------------------------------------------------------------- #
+
+
+@pytest.mark.parametrize(
+    "margin", [pytest.param(0.5, id="tight"), pytest.param(2.0, id="medium"), pytest.param(3.0, id="wide")]
+)
+def test_tost_matches_two_one_sided_scipy_tests(margin):
+    # Reference: two one-sided one-sample t-tests on the differences with scipy
+    # (ttest_1samp, alternative="greater" against -margin and "less" against +margin);
+    # TOST's p-value is the larger of the two (Schuirmann 1987).
+    d = SLEEP_2 - SLEEP_1
+    p_low = stats.ttest_1samp(d, -margin, alternative="greater").pvalue
+    p_high = stats.ttest_1samp(d, margin, alternative="less").pvalue
+    res = tost_paired(SLEEP_2, SLEEP_1, margin)
+    assert_allclose(res.p_value, max(p_low, p_high), rtol=1e-10)
+    # the 90 % CI, reference: statsmodels DescrStatsW.tconfint_mean(alpha=0.10)
+    assert_allclose([res.low90, res.high90], DescrStatsW(d).tconfint_mean(alpha=0.10), rtol=1e-10)
+    assert res.margin == margin and res.alpha == 0.05
+    assert res.equivalent == (max(p_low, p_high) < 0.05)
+
+
+def _check_tost_equals_ci_inclusion(seed, n, shift, scale, margin, alpha):
+    rng = np.random.default_rng(seed)
+    b = rng.normal(size=n)
+    a = b + shift + scale * rng.normal(size=n)
+    res = tost_paired(a, b, margin, alpha=alpha)
+    # Reference CI: scipy ttest_rel(...).confidence_interval(1 - 2 alpha), a separate call.
+    ci = stats.ttest_rel(a, b).confidence_interval(confidence_level=1 - 2 * alpha)
+    tol = 1e-9 * max(1.0, margin)
+    # skip numerical ties at the boundary
+    if abs(ci.low + margin) < tol or abs(ci.high - margin) < tol:
+        return None
+    inside = (-margin < ci.low) and (ci.high < margin)
+    assert res.equivalent == inside, (seed, n, shift, scale, margin, alpha)
+    assert_allclose([res.low90, res.high90], [ci.low, ci.high], rtol=1e-10, atol=1e-14)
+    return inside
+
+
+def test_tost_decision_equals_ci_inclusion_seeded_loop():
+    # 600 random cases from one literal seed; both decisions must occur.
+    master = np.random.default_rng(8675309)
+    decisions = []
+    for _ in range(600):
+        decisions.append(_check_tost_equals_ci_inclusion(
+            seed=int(master.integers(2**32)),
+            n=int(master.integers(2, 30)),
+            shift=float(master.normal(scale=0.5)),
+            scale=float(master.uniform(0.01, 2.0)),
+            margin=float(master.uniform(0.05, 2.0)),
+            alpha=float(master.choice([0.01, 0.05, 0.1])),
+        ))
+    assert decisions.count(True) > 50 and decisions.count(False) > 50
+
+
+@settings(deadline=None, max_examples=150, derandomize=True)
+@given(
+    seed=st.integers(0, 2**32 - 1),
+    n=st.integers(2, 40),
+    shift=st.floats(-3, 3),
+    scale=st.floats(1e-3, 10),
+    margin=st.floats(1e-3, 5),
+    alpha=st.sampled_from([0.01, 0.025, 0.05, 0.1, 0.2]),
+)
+def test_tost_decision_equals_ci_inclusion_property(seed, n, shift, scale, margin, alpha):
+    result = _check_tost_equals_ci_inclusion(seed, n, shift, scale, margin, alpha)
+    assume(result is not None)
+
+
+@pytest.mark.parametrize(
+    ("diff", "margin", "equivalent"),
+    [pytest.param(0.2, 0.5, True, id="inside"), pytest.param(0.5, 0.5, False, id="on-edge"),
+     pytest.param(-0.7, 0.5, False, id="outside")],
+)
+def test_tost_constant_differences(diff, margin, equivalent):
+    # Definition (documented): sd = 0 -> the CI is the point; equivalent iff |d| < margin.
+    b = np.array([0.0, 1.0, 2.0, 3.0])
+    res = tost_paired(b + diff, b, margin)
+    assert res.equivalent is equivalent
+    assert res.p_value == (0.0 if equivalent else 1.0)
+    assert res.low90 == res.high90 == pytest.approx(diff)
+
+
+# --------------------------------------------------------------------------- #
+# Holm
+# --------------------------------------------------------------------------- #
+
+
+def test_holm_matches_hand_computation():
+    # Hand computation (Holm 1979), m = 4: sorted p = 0.005 (idx 3), 0.01 (idx 0),
+    # 0.03 (idx 2), 0.04 (idx 1); times (4, 3, 2, 1) = 0.02, 0.03, 0.06, 0.04;
+    # running maximum = 0.02, 0.03, 0.06, 0.06. Reject at 0.05: idx 3 and idx 0.
+    adjusted, reject = holm([0.01, 0.04, 0.03, 0.005])
+    assert_allclose(adjusted, [0.03, 0.06, 0.06, 0.02], rtol=1e-12)
+    assert_array_equal(reject, [True, False, False, True])
+    assert adjusted.dtype == float and reject.dtype == bool
+
+
+def test_holm_caps_at_one_and_differs_from_holm_sidak():
+    # Hand: m = 2, sorted 0.3 * 2 = 0.6, then max(0.6, 0.8 * 1) = 0.8.
+    adjusted, reject = holm([0.8, 0.3])
+    assert_allclose(adjusted, [0.8, 0.6])
+    assert not reject.any()
+    # Hand: m = 3, 0.6 * 3 = 1.8 -> capped at 1.
+    adjusted, _ = holm([0.6, 0.7, 0.9])
+    assert_allclose(adjusted, [1.0, 1.0, 1.0])
+    # Holm-Sidak (statsmodels' default "hs") would give 1 - (1 - 0.01)**4 = 0.03940399 for
+    # the smallest; Holm gives 4 * 0.01 = 0.04.
+    adjusted, _ = holm([0.01, 0.5, 0.6, 0.7])
+    assert adjusted[0] == pytest.approx(0.04)
+
+
+@pytest.mark.parametrize(
+    ("pvalues", "message"),
+    [pytest.param([0.01, np.nan, 0.2], r"NaN present in pvalues at index 1", id="nan"),
+     pytest.param([0.01, 1.2], r"p-value outside \[0, 1\] in pvalues at index 1", id="range"),
+     pytest.param([], r"fewer than 1 values in pvalues", id="empty")],
+)
+def test_holm_input_errors(pvalues, message):
+    with pytest.raises(ValueError, match=message):
+        holm(pvalues)
+
+
+# --------------------------------------------------------------------------- #
+# power
+# --------------------------------------------------------------------------- #
+
+
+@pytest.mark.parametrize(
+    ("n", "table"),
+    [pytest.param(3, 3.26, id="n3"), pytest.param(5, 1.68, id="n5"),
+     pytest.param(10, 1.00, id="n10"), pytest.param(20, 0.66, id="n20")],
+)
+def test_minimum_detectable_effect_matches_statistics_md_table(n, table):
+    # Reference: shared/design/STATISTICS.md, "What n buys" (paired t, alpha 0.05
+    # two-sided, power 0.8), rounded to two decimals there.
+    mde = minimum_detectable_effect(n)
+    assert isinstance(mde, float)
+    assert mde == pytest.approx(table, abs=0.006)
+    # Cross-check with scipy's noncentral t: power of the two-sided one-sample t-test
+    # at dz = mde is 0.8.
+    df, tc, nc = n - 1, stats.t.ppf(0.975, n - 1), mde * math.sqrt(n)
+    assert stats.nct.sf(tc, df, nc) + stats.nct.cdf(-tc, df, nc) == pytest.approx(0.8, abs=1e-6)
+
+
+def _nct_seeds_needed(dz, alpha=0.05, power=0.8):
+    """Reference: smallest n whose two-sided one-sample t power (scipy.stats.nct) reaches power."""
+    for n in range(2, 10_000):
+        df, tc, nc = n - 1, stats.t.ppf(1 - alpha / 2, n - 1), dz * math.sqrt(n)
+        if stats.nct.sf(tc, df, nc) + stats.nct.cdf(-tc, df, nc) >= power:
+            return n
+    raise AssertionError("not reached")
+
+
+@pytest.mark.parametrize(
+    ("effect", "sd", "expected"),
+    [
+        # Cohen (1988) / G*Power: one-sample t, d = 0.5, alpha 0.05, power 0.8 -> 34.
+        pytest.param(0.5, 1.0, 34, id="dz0.5"),
+        # STATISTICS.md table: n = 10 detects dz = 1.00.
+        pytest.param(2.0, 2.0, 10, id="dz1"),
+        pytest.param(-3.0, 1.5, 5, id="dz2-negative"),
+        pytest.param(0.3, 0.1, 4, id="dz3"),
+    ],
+)
+def test_seeds_needed(effect, sd, expected):
+    assert seeds_needed(effect, sd) == expected
+    assert expected == _nct_seeds_needed(abs(effect) / sd)
+
+
+def test_seeds_needed_errors():
+    with pytest.raises(ValueError, match="effect is 0: no number of seeds"):
+        seeds_needed(0.0, 1.0)
+    with pytest.raises(ValueError, match="sd must be positive"):
+        seeds_needed(1.0, 0.0)
+
+
+@pytest.mark.parametrize("n", [pytest.param(n, id=f"n{n}") for n in (3, 4, 5, 6, 8)])
+def test_smallest_signflip_p_matches_exact_wilcoxon(n):
+    # Reference: scipy.stats.wilcoxon exact two-sided p for n positive differences
+    # (the most extreme sign pattern), e.g. 0.0625 at n = 5 as STATISTICS.md says.
+    ref = stats.wilcoxon(np.arange(1.0, n + 1), method="exact").pvalue
+    assert smallest_signflip_p(n) == pytest.approx(ref, rel=1e-12)
+    assert (smallest_signflip_p(n) < 0.05) == (n > 5)
+
+
+# --------------------------------------------------------------------------- #
+# the three-way rule
+# --------------------------------------------------------------------------- #
+
+_B5 = np.array([0.80, 0.82, 0.79, 0.81, 0.83])
+_NOISE5 = np.array([0.01, -0.02, 0.015, -0.005, 0.0])
+
+
+@pytest.mark.parametrize(
+    ("shift", "margin", "sensitive", "outcome", "phrase"),
+    [
+        pytest.param(0.10, 0.0, True, "SUPPORTED", "lies above the margin", id="supported"),
+        pytest.param(0.10, 0.05, True, "SUPPORTED", "lies above the margin 0.05", id="supported-margin"),
+        pytest.param(0.10, 0.2, True, "FALSIFIED", "wrong side", id="below-margin"),
+        pytest.param(-0.10, 0.0, True, "FALSIFIED", "wrong side", id="wrong-side"),
+        pytest.param(0.0, 0.0, True, "FALSIFIED", "equivalence holds", id="equivalent"),
+        pytest.param(0.0, 0.0, False, "INCONCLUSIVE", "no assay sensitivity", id="no-sensitivity"),
+    ],
+)
+def test_three_way_branches(shift, margin, sensitive, outcome, phrase):
+    a = _B5 + shift + _NOISE5
+    res = three_way(a, _B5, margin=margin, equivalence_margin=0.05, sensitive=sensitive)
+    assert res.outcome == outcome
+    assert phrase in res.reason
+    assert "n = 5" in res.reason and "alpha = 0.05" in res.reason
+    assert isinstance(res.difference, PairedDifference)
+    assert res.difference.level == pytest.approx(0.95)
+    assert res.tost.margin == 0.05
+    if outcome == "INCONCLUSIVE":
+        # observed mean difference is exactly 0 here (the noise sums to 0): an MDE but
+        # no seeds-needed figure, and the reason says why
+        assert res.mde == pytest.approx(
+            minimum_detectable_effect(5) * np.std(_NOISE5, ddof=1), rel=1e-12)
+        assert res.seeds_needed is None
+        assert "no number of seeds" in res.reason
+    else:
+        assert res.mde is None and res.seeds_needed is None
+
+
+def test_three_way_inconclusive_reports_mde_and_seeds_needed():
+    # differences: mean 0.01, noisy; equivalence margin too tight to show.
+    d = np.array([0.05, -0.03, 0.04, -0.02, 0.01])
+    res = three_way(_B5 + d, _B5, equivalence_margin=0.01)
+    assert res.outcome == "INCONCLUSIVE"
+    assert "equivalence is not shown" in res.reason
+    sd = np.std(d, ddof=1)
+    # Reference: statsmodels TTestPower, called here directly.
+    ref_mde = float(TTestPower().solve_power(effect_size=None, nobs=5, alpha=0.05, power=0.8)) * sd
+    assert res.mde == pytest.approx(ref_mde, rel=1e-9)
+    assert res.seeds_needed == _nct_seeds_needed(abs(d.mean()) / sd)
+
+
+def test_three_way_large_n_needs_rng_and_uses_bca():
+    rng = np.random.default_rng(99)
+    b = rng.normal(size=12)
+    a = b + 1.0 + 0.2 * rng.normal(size=12)
+    with pytest.raises(TypeError, match="rng must be a numpy.random.Generator"):
+        three_way(a, b, equivalence_margin=0.1)
+    res = three_way(a, b, equivalence_margin=0.1, rng=np.random.default_rng(0))
+    assert res.difference.method == "bca" and res.outcome == "SUPPORTED"
+
+
+# --------------------------------------------------------------------------- #
+# calibration (seeded Monte Carlo)
+# --------------------------------------------------------------------------- #
+
+_REPS = 3000
+
+
+def _mc_se(p, reps):
+    return math.sqrt(p * (1 - p) / reps)
+
+
+def test_calibration_null_false_supported_rate_and_coverage():
+    # Normal paired data, true difference 0, n = 5 seeds. SUPPORTED needs the lower end
+    # of a two-sided 95 % interval above 0, so its rate is alpha / 2 = 0.025 in theory.
+    alpha, n = 0.05, 5
+    rng = np.random.default_rng(20250101)
+    b = rng.normal(size=(_REPS, n))
+    a = b + rng.normal(size=(_REPS, n))  # differences ~ N(0, 1)
+    supported = covered = 0
+    for i in range(_REPS):
+        res = three_way(a[i], b[i], equivalence_margin=0.5, alpha=alpha)
+        supported += res.outcome == "SUPPORTED"
+        covered += res.difference.low <= 0.0 <= res.difference.high
+    rate = supported / _REPS
+    assert rate <= alpha / 2 + 3 * _mc_se(alpha / 2, _REPS), rate
+    coverage = covered / _REPS
+    assert abs(coverage - 0.95) <= 3 * _mc_se(0.95, _REPS), coverage
+
+
+def test_calibration_mean_interval_covers_nonzero_mean():
+    # One-sample t interval, n = 5, true mean 2.5, sd 3: coverage 0.95 +- 3 MC SE.
+    rng = np.random.default_rng(424242)
+    x = 2.5 + 3.0 * rng.normal(size=(_REPS, 5))
+    covered = sum(e.low <= 2.5 <= e.high for e in map(mean_interval, x))
+    assert abs(covered / _REPS - 0.95) <= 3 * _mc_se(0.95, _REPS)
+
+
+def test_calibration_large_effect_is_supported():
+    # True difference 3 SD of the differences, n = 5. Reference power: statsmodels
+    # TTestPower().power(effect_size=3, nobs=5, alpha=0.05) = 0.9977 (two-sided).
+    reps, n = 600, 5
+    ref_power = float(TTestPower().power(effect_size=3.0, nobs=n, alpha=0.05))
+    rng = np.random.default_rng(31337)
+    b = rng.normal(size=(reps, n))
+    a = b + 3.0 + rng.normal(size=(reps, n))
+    rate = np.mean([three_way(a[i], b[i], equivalence_margin=0.5).outcome == "SUPPORTED"
+                    for i in range(reps)])
+    assert rate >= 0.95
+    assert rate >= ref_power - 3 * _mc_se(ref_power, reps) - 1e-3
+
+
+def test_three_way_supported_takes_precedence_over_equivalence():
+    # Documented order: a difference shown above the margin supports the claim even when
+    # it is also inside the equivalence band (margin 0 < difference 0.1 < d = 0.5).
+    a = _B5 + 0.10 + _NOISE5 / 10
+    res = three_way(a, _B5, margin=0.0, equivalence_margin=0.5)
+    assert res.tost.equivalent
+    assert res.outcome == "SUPPORTED"
+
+
+def test_mean_interval_constant_values_collapse():
+    est = mean_interval([0.9, 0.9, 0.9])
+    assert est.sd == 0.0 and est.low == est.high == pytest.approx(0.9)
