@@ -1,0 +1,236 @@
+"""The ``audit`` command (also ``python -m audit``).
+
+    audit list [--json]
+    audit run ID... | --all [--scale S] [--seeds N | --seed-list a,b,c] [--device D]
+              [--data-dir PATH] [--out DIR] [--no-cache] [--backend local|ray]
+    audit report [--out DIR]
+    audit verify [--scale S] [ID...]
+    audit bench [--device D]
+    audit review PATH... [--json] [--markdown]
+
+Bad input is one line on stderr naming the problem, exit status 2, nothing written.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Sequence
+
+from audit import claims as claims_mod
+from audit.claims import AuditError, Claim, PendingClaim
+from audit.runner import SCALES, Cache, execute, make_context
+
+DEFAULT_OUT = Path("reports")
+
+
+def _seed_list(text: str) -> list[int]:
+    try:
+        return [int(s) for s in text.split(",") if s.strip() != ""]
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"seed list must be comma-separated integers, got {text!r}") from None
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="audit", description=__doc__.split("\n")[0])
+    sub = p.add_subparsers(dest="command", required=True)
+
+    ls = sub.add_parser("list", help="list the claims, their papers and locked verdicts")
+    ls.add_argument("--json", action="store_true", help="print JSON")
+
+    def run_options(sp, out_default=DEFAULT_OUT):
+        sp.add_argument("ids", nargs="*", metavar="ID", help="claim ids")
+        sp.add_argument("--all", action="store_true", help="every built claim")
+        sp.add_argument("--scale", default="smoke", help=f"one of {', '.join(SCALES)}")
+        g = sp.add_mutually_exclusive_group()
+        g.add_argument("--seeds", type=int, help="use seeds 0..N-1")
+        g.add_argument("--seed-list", type=_seed_list, help="explicit seeds, e.g. 0,1,2")
+        sp.add_argument("--device", default="cpu", help="cpu, cuda or cuda:N")
+        sp.add_argument("--data-dir", help="local dataset root (or set AUDIT_DATA)")
+        sp.add_argument("--out", type=Path, default=out_default,
+                        help="directory for <id>.json and <id>.md")
+        sp.add_argument("--no-cache", action="store_true", help="recompute every run")
+        sp.add_argument("--cache-dir", type=Path, default=None,
+                        help="run cache (default .audit-cache or AUDIT_CACHE)")
+        sp.add_argument("--backend", default="local", choices=("local", "ray"))
+        sp.add_argument("--ray-address", default=None, help="join an existing Ray cluster")
+        sp.add_argument("--quiet", action="store_true", help="no progress bars")
+
+    run_options(sub.add_parser("run", help="run claims and write their reports"))
+    vf = sub.add_parser("verify", help="run claims; exit 1 if a verdict differs from its lock")
+    run_options(vf, out_default=None)
+
+    rp = sub.add_parser("report", help="re-render reports and the index from their JSON")
+    rp.add_argument("--out", type=Path, default=DEFAULT_OUT)
+
+    bn = sub.add_parser("bench", help="time the engine on the reference FedAvg workload")
+    bn.add_argument("--device", default="cpu")
+
+    rv = sub.add_parser("review", help="coverage of review records by claims")
+    rv.add_argument("paths", nargs="+", type=Path)
+    rv.add_argument("--json", action="store_true")
+    rv.add_argument("--markdown", action="store_true",
+                    help="also write reports/coverage.md")
+    rv.add_argument("--out", type=Path, default=DEFAULT_OUT)
+    return p
+
+
+# --------------------------------------------------------------------------- commands
+def cmd_list(args) -> int:
+    reg = claims_mod.registry()
+    items = []
+    for cid, c in reg.items():
+        items.append({"id": cid, "paper": c.paper.arxiv_id, "paper_short": c.paper.short,
+                      "title": c.title, "status": c.status,
+                      "locked": {s: v["verdict"] for s, v in c.locks().items()},
+                      "scales": list(getattr(c, "scales", {}) or [])})
+    if args.json:
+        print(json.dumps(items, indent=2))
+        return 0
+    w = max(len(i["id"]) for i in items)
+    for i in items:
+        locked = ", ".join(f"{s}={v}" for s, v in sorted(i["locked"].items())) or "no lock"
+        print(f"{i['id']:<{w}}  {i['paper_short']:<8} {i['status']:<8} {locked:<24} "
+              f"{i['title']}")
+    return 0
+
+
+def _select(args) -> list[Claim | PendingClaim]:
+    reg = claims_mod.registry()
+    if args.all and args.ids:
+        raise AuditError("give claim ids or --all, not both")
+    if args.all:
+        return [c for c in reg.values() if c.status == "ready"]
+    if not args.ids:
+        raise AuditError("name at least one claim id, or --all; `audit list` shows them")
+    return [claims_mod.get(i) for i in args.ids]
+
+
+def _contexts(args, selected):
+    seeds = args.seed_list if args.seed_list is not None else args.seeds
+    out = []
+    for c in selected:
+        if isinstance(c, PendingClaim):
+            out.append((c, None))
+            continue
+        out.append((c, make_context(c, args.scale, seeds=seeds, device=args.device,
+                                    data_dir=args.data_dir)))
+    return out
+
+
+def _execute_all(args, write_reports: bool):
+    from audit import report
+
+    selected = _select(args)
+    contexts = _contexts(args, selected)  # every input checked before anything runs
+    if write_reports:
+        report.check_writable(args.out)
+    cache = Cache(args.cache_dir or Cache.default_root(), enabled=not args.no_cache)
+    results = []
+    for claim, ctx in contexts:
+        if ctx is None:
+            print(f"{claim.id}: pending, its falsifier is not built yet; nothing to run")
+            continue
+        if args.backend == "ray":
+            from audit.distributed import ray_runner
+
+            runner = ray_runner(claim, ctx, address=args.ray_address)
+        else:
+            runner = None
+        res = execute(claim, ctx, cache=cache, progress=not args.quiet, runner=runner)
+        if write_reports:
+            report.write(res, args.out)
+        results.append(res)
+        lock = res.locked
+        print(f"{claim.id}: {res.verdict.verdict.value} (locked: "
+              f"{lock.value if lock else 'none'}) in {res.runtime_s:.1f} s "
+              f"[{res.computed} run(s) computed, {res.cached} cached]")
+    if write_reports and results:
+        report.write_index(args.out, claims_mod.registry())
+    return results
+
+
+def cmd_run(args) -> int:
+    _execute_all(args, write_reports=True)
+    return 0
+
+
+def cmd_verify(args) -> int:
+    if not args.ids:
+        args.all = True
+    write = args.out is not None
+    results = _execute_all(args, write_reports=write)
+    flips = [r for r in results if r.locked is not None and r.locked != r.verdict.verdict]
+    for r in flips:
+        print(f"FLIPPED {r.claim.id}: locked {r.locked.value}, now "
+              f"{r.verdict.verdict.value} at {r.ctx.scale} scale", file=sys.stderr)
+    unlocked = [r.claim.id for r in results if r.locked is None]
+    if unlocked:
+        print(f"no lock at {args.scale} scale for: {', '.join(unlocked)}")
+    return 1 if flips else 0
+
+
+def cmd_report(args) -> int:
+    from audit import report
+
+    if not args.out.is_dir():
+        raise AuditError(f"report directory {str(args.out)!r} does not exist")
+    reg = claims_mod.registry()
+    n = 0
+    for cid in reg:
+        data = report.load(args.out, cid)
+        if data is not None:
+            report.write_data(data, args.out)
+            n += 1
+    report.write_index(args.out, reg)
+    print(f"re-rendered {n} report(s) and {args.out / 'README.md'}")
+    return 0
+
+
+def cmd_bench(args) -> int:
+    from audit.fl.bench import run_bench
+
+    make_context_device_check(args.device)
+    result = run_bench(device=args.device)
+    print(json.dumps(result))
+    return 0
+
+
+def make_context_device_check(device: str) -> None:
+    if device.startswith("cuda"):
+        import torch
+
+        if not torch.cuda.is_available():
+            raise AuditError(f"device {device!r} was asked for but CUDA is not available")
+    elif device != "cpu":
+        raise AuditError(f"unknown device {device!r}; use cpu, cuda or cuda:N")
+
+
+def cmd_review(args) -> int:
+    from audit.coverage import run_review
+
+    return run_review(args.paths, as_json=args.json, markdown=args.markdown, out=args.out)
+
+
+COMMANDS = {"list": cmd_list, "run": cmd_run, "verify": cmd_verify, "report": cmd_report,
+            "bench": cmd_bench, "review": cmd_review}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = _parser()
+    args = parser.parse_args(argv)
+    try:
+        return COMMANDS[args.command](args)
+    except AuditError as exc:
+        print(f"audit: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("audit: interrupted; finished runs are in the cache and the next run resumes "
+              "from them", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":  # pragma: no cover
+    raise SystemExit(main())

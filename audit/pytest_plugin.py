@@ -1,0 +1,135 @@
+"""The pytest plugin: claims under regression.
+
+Registered by the root ``conftest.py``. It adds an ``audit`` option group, prints the scale
+and seeds in the header (so any run can be repeated by copy-paste), gives falsifier
+modules the ``audit_run`` fixture (run a claim once per session, return its result), and
+ends with one summary section: a line per claim with its verdict, its lock and seconds.
+
+    pytest falsifiers/ --audit-scale smoke --audit-seeds 0,1,2,3,4
+    pytest falsifiers/ --audit-update-locks      # rewrite locks from this run (snapshot)
+    pytest falsifiers/ --audit-report-dir reports # also write the reports
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from audit import claims as claims_mod
+from audit.runner import SCALES, Cache, ClaimResult, execute, make_context
+
+
+def pytest_addoption(parser):
+    group = parser.getgroup("audit", "audit: reviewers' claims under regression")
+    group.addoption("--audit-scale", default="smoke", choices=SCALES,
+                    help="scale of every claim run (default: smoke)")
+    group.addoption("--audit-seeds", default=None,
+                    help="N (seeds 0..N-1) or a comma list; default: each claim's own")
+    group.addoption("--audit-update-locks", action="store_true", default=False,
+                    help="rewrite the locked verdicts from this run instead of checking")
+    group.addoption("--audit-report-dir", default=None,
+                    help="also write <id>.json/.md reports and the index here")
+    group.addoption("--audit-device", default="cpu", help="cpu or cuda")
+    group.addoption("--audit-cache-dir", default=None,
+                    help="run cache (default .audit-cache or $AUDIT_CACHE)")
+
+
+def _parse_seeds(text: str | None):
+    if text is None:
+        return None
+    text = text.strip()
+    if "," in text:
+        return [int(s) for s in text.split(",") if s.strip()]
+    return int(text)
+
+
+class AuditSession:
+    """Runs each claim at most once per pytest session and remembers the outcome."""
+
+    def __init__(self, config):
+        self.config = config
+        self.scale = config.getoption("audit_scale")
+        self.seeds = _parse_seeds(config.getoption("audit_seeds"))
+        self.device = config.getoption("audit_device")
+        self.update_locks = config.getoption("audit_update_locks")
+        rd = config.getoption("audit_report_dir")
+        self.report_dir = Path(rd) if rd else None
+        cd = config.getoption("audit_cache_dir")
+        self.cache = Cache(Path(cd) if cd else Cache.default_root())
+        self.results: dict[str, ClaimResult] = {}
+
+    def run(self, claim_id: str) -> ClaimResult:
+        if claim_id in self.results:
+            return self.results[claim_id]
+        claim = claims_mod.get(claim_id)
+        ctx = make_context(claim, self.scale, seeds=self.seeds, device=self.device)
+        result = execute(claim, ctx, cache=self.cache, progress=False)
+        if self.update_locks:
+            claims_mod.write_lock(claim.id, ctx.scale, result.verdict.verdict,
+                                  result.verdict.parts)
+        if self.report_dir is not None:
+            from audit import report
+
+            report.write(result, self.report_dir)
+            report.write_index(self.report_dir, claims_mod.registry())
+        self.results[claim_id] = result
+        return result
+
+
+_SESSION_KEY = pytest.StashKey[AuditSession]()
+
+
+def pytest_configure(config):
+    config.stash[_SESSION_KEY] = AuditSession(config)
+
+
+def pytest_report_header(config):
+    s = config.stash[_SESSION_KEY]
+    seeds = "each claim's default (0,1,2,3,4)" if s.seeds is None else s.seeds
+    return [f"audit: scale={s.scale} seeds={seeds} device={s.device}"
+            + (" (updating locks)" if s.update_locks else "")]
+
+
+@pytest.fixture(scope="session")
+def audit_session(request) -> AuditSession:
+    return request.config.stash[_SESSION_KEY]
+
+
+@pytest.fixture(scope="session")
+def audit_run(audit_session):
+    """``audit_run(claim_id) -> ClaimResult``: run (once per session) and return."""
+    return audit_session.run
+
+
+def check_lock(result: ClaimResult) -> None:
+    """Fail the calling test when the verdict (or a part's) differs from its lock."""
+    claim, scale = result.claim, result.ctx.scale
+    lock = claim.locks().get(scale)
+    if lock is None:
+        pytest.fail(f"{claim.id}: no locked verdict at {scale!r} scale; run with "
+                    f"--audit-update-locks to record {result.verdict.verdict.value}",
+                    pytrace=False)
+    got = result.verdict.verdict.value
+    if got != lock["verdict"]:
+        pytest.fail(f"{claim.id}: verdict flipped at {scale} scale: locked "
+                    f"{lock['verdict']}, now {got} ({result.verdict.reason})", pytrace=False)
+    for part in result.verdict.parts:
+        locked_part = lock.get("parts", {}).get(part.id)
+        if locked_part is not None and locked_part != part.verdict.value:
+            pytest.fail(f"{claim.id}: part {part.id} flipped at {scale} scale: locked "
+                        f"{locked_part}, now {part.verdict.value} ({part.reason})",
+                        pytrace=False)
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config):
+    s = config.stash.get(_SESSION_KEY, None)
+    if s is None or not s.results:
+        return
+    tr = terminalreporter
+    tr.section("audit verdicts")
+    for cid, r in s.results.items():
+        lock = r.locked
+        mark = "" if lock is None or lock == r.verdict.verdict else "  <-- FLIPPED"
+        tr.write_line(f"{cid:<26} {r.verdict.verdict.value:<13} locked="
+                      f"{lock.value if lock else 'none':<13} {r.runtime_s:7.1f} s  "
+                      f"scale={r.ctx.scale} seeds={list(r.ctx.seeds)}{mark}")
