@@ -1,0 +1,266 @@
+"""Byte accounting: every transfer of a federated run, counted from the tensors sent.
+
+Public API (stable; falsifiers import these names)
+--------------------------------------------------
+- ``TensorBytes`` (frozen): one tensor of one message: name, kind ("param" / "buffer"),
+  element count, element size, the coordinates actually sent (``nnz``), the encoding
+  ("dense" or "sparse") and the bytes on the wire.
+- ``dense_bytes(t)``: ``t.element_size() * t.numel()``.
+- ``sparse_bytes(values_element_size, nnz, index_bytes=4)``: values + flat indices,
+  ``nnz * (values_element_size + index_bytes)``.
+- ``tensor_bytes(name, t, kind, mask=None, encoding="auto", index_bytes=4)``: counts one
+  tensor. Without a mask (or ``encoding="dense"``) the tensor is sent dense. With a
+  mask, ``encoding="sparse"`` sends the selected values and their flat indices,
+  ``"auto"`` sends whichever of dense / sparse is smaller (what a sensible protocol
+  would do; ties go to dense).
+- ``message(state, param_names=None, mask=None, encoding="auto", index_bytes=4)``:
+  the tensors of one message (a state dict, or any name -> tensor mapping). Names in
+  ``param_names`` are parameters, the others buffers; ``param_names=None`` means all
+  parameters.
+- ``Transfer`` (frozen): direction ("up" or "down"), round, client, tensors; ``bytes``,
+  ``param_bytes``, ``buffer_bytes``, ``names``.
+- ``CommLog``: an append-only list of transfers with ``record(...)``, ``total(direction=None,
+  kind=None)``, ``per_round()`` -> {round: {"up": bytes, "down": bytes}},
+  ``per_client()``, ``rows()`` (one JSON-able row per transfer) and ``summary()``.
+- ``metered(algorithm, log, param_names, encoding="auto")``: wraps an engine
+  ``Algorithm`` so that every ``broadcast`` (down) and ``upload`` (up) the engine calls
+  in its round loop is recorded; evaluation calls made inside the algorithm itself are
+  not transfers and are not counted.
+
+Conventions. Bytes are exact integers. Tensors on the ``meta`` device count like real
+ones (their element size and count are known), so the paper-size protocol of a
+ResNet-18 can be counted without allocating it. An upload that leaves a key out sends
+nothing for it; a mask that selects nothing of a tensor sends nothing for it under
+``"sparse"`` / ``"auto"`` (0 values, 0 indices). Flat indices default to 4 bytes
+(int32, enough for any tensor under 2**31 elements); pass ``index_bytes=8`` for int64.
+"""
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass
+from typing import Any, Iterable, Mapping, Optional
+
+import torch
+
+__all__ = [
+    "CommLog", "TensorBytes", "Transfer", "dense_bytes", "message", "metered",
+    "sparse_bytes", "tensor_bytes",
+]
+
+DIRECTIONS = ("up", "down")
+ENCODINGS = ("dense", "sparse", "auto")
+
+
+def dense_bytes(t: torch.Tensor) -> int:
+    """Bytes of ``t`` sent as a dense array: element size x element count."""
+    return int(t.element_size()) * int(t.numel())
+
+
+def sparse_bytes(values_element_size: int, nnz: int, index_bytes: int = 4) -> int:
+    """Bytes of ``nnz`` selected values sent with one flat index each."""
+    if nnz < 0 or values_element_size <= 0 or index_bytes <= 0:
+        raise ValueError(f"bad sparse size: nnz={nnz}, element={values_element_size}, "
+                         f"index={index_bytes}")
+    return int(nnz) * (int(values_element_size) + int(index_bytes))
+
+
+@dataclass(frozen=True)
+class TensorBytes:
+    """One tensor of one message.
+
+    Attributes:
+        name: the tensor's key (state-dict name).
+        kind: "param" or "buffer".
+        numel, element_size, dtype: of the full tensor.
+        nnz: coordinates sent (numel when dense).
+        encoding: "dense" or "sparse".
+        bytes: bytes on the wire for this tensor.
+        dense: bytes it would take dense (element_size x numel), for comparison.
+    """
+
+    name: str
+    kind: str
+    numel: int
+    element_size: int
+    dtype: str
+    nnz: int
+    encoding: str
+    bytes: int
+
+    @property
+    def dense(self) -> int:
+        return self.numel * self.element_size
+
+
+def tensor_bytes(name: str, t: torch.Tensor, kind: str = "param",
+                 mask: Optional[torch.Tensor] = None, encoding: str = "auto",
+                 index_bytes: int = 4) -> TensorBytes:
+    """Count one tensor (see the module docstring for the encodings)."""
+    if kind not in ("param", "buffer"):
+        raise ValueError(f"kind must be 'param' or 'buffer', got {kind!r}")
+    if encoding not in ENCODINGS:
+        raise ValueError(f"encoding must be one of {ENCODINGS}, got {encoding!r}")
+    numel, es = int(t.numel()), int(t.element_size())
+    dense = numel * es
+    if mask is None or encoding == "dense":
+        return TensorBytes(name, kind, numel, es, str(t.dtype).replace("torch.", ""),
+                           numel, "dense", dense)
+    if tuple(mask.shape) != tuple(t.shape):
+        raise ValueError(f"mask of {name!r} has shape {tuple(mask.shape)}, tensor "
+                         f"{tuple(t.shape)}")
+    nnz = int(mask.bool().sum())
+    sparse = sparse_bytes(es, nnz, index_bytes)
+    if encoding == "auto" and dense <= sparse:
+        return TensorBytes(name, kind, numel, es, str(t.dtype).replace("torch.", ""),
+                           numel, "dense", dense)
+    return TensorBytes(name, kind, numel, es, str(t.dtype).replace("torch.", ""),
+                       nnz, "sparse", sparse)
+
+
+def message(state: Mapping[str, torch.Tensor], param_names: Optional[Iterable[str]] = None,
+            mask: Optional[Mapping[str, torch.Tensor]] = None, encoding: str = "auto",
+            index_bytes: int = 4) -> tuple[TensorBytes, ...]:
+    """The tensors of one message, in the mapping's order.
+
+    ``mask`` maps names to bool tensors of the selected coordinates; a name absent from
+    it (or ``mask=None``) is sent whole and dense.
+    """
+    params = None if param_names is None else set(param_names)
+    out = []
+    for name, t in state.items():
+        kind = "param" if params is None or name in params else "buffer"
+        m = None if mask is None else mask.get(name)
+        out.append(tensor_bytes(name, t, kind, m, encoding, index_bytes))
+    return tuple(out)
+
+
+@dataclass(frozen=True)
+class Transfer:
+    """One message: who sent what to whom, in which round."""
+
+    direction: str
+    round: int
+    client: int
+    tensors: tuple[TensorBytes, ...]
+    label: str = ""  # what the message is in the protocol (e.g. "cluster model")
+
+    @property
+    def bytes(self) -> int:
+        return sum(t.bytes for t in self.tensors)
+
+    @property
+    def param_bytes(self) -> int:
+        return sum(t.bytes for t in self.tensors if t.kind == "param")
+
+    @property
+    def buffer_bytes(self) -> int:
+        return sum(t.bytes for t in self.tensors if t.kind == "buffer")
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return tuple(t.name for t in self.tensors)
+
+    def row(self) -> dict:
+        return {"direction": self.direction, "round": self.round, "client": self.client,
+                "label": self.label, "tensors": list(self.names), "bytes": self.bytes,
+                "param_bytes": self.param_bytes, "buffer_bytes": self.buffer_bytes}
+
+
+class CommLog:
+    """Every transfer of a run, in the order recorded."""
+
+    def __init__(self) -> None:
+        self.transfers: list[Transfer] = []
+
+    def __len__(self) -> int:
+        return len(self.transfers)
+
+    def record(self, direction: str, round: int, client: int,
+               state: Mapping[str, torch.Tensor], *, param_names=None, mask=None,
+               encoding: str = "auto", index_bytes: int = 4, label: str = "") -> Transfer:
+        if direction not in DIRECTIONS:
+            raise ValueError(f"direction must be 'up' or 'down', got {direction!r}")
+        tr = Transfer(direction, int(round), int(client),
+                      message(state, param_names, mask, encoding, index_bytes), label)
+        self.transfers.append(tr)
+        return tr
+
+    def add(self, transfer: Transfer) -> None:
+        if transfer.direction not in DIRECTIONS:
+            raise ValueError(f"direction must be 'up' or 'down', got {transfer.direction!r}")
+        self.transfers.append(transfer)
+
+    def total(self, direction: Optional[str] = None, kind: Optional[str] = None,
+              label: Optional[str] = None) -> int:
+        """Bytes over all transfers, optionally of one direction / tensor kind / label."""
+        tot = 0
+        for tr in self.transfers:
+            if direction is not None and tr.direction != direction:
+                continue
+            if label is not None and tr.label != label:
+                continue
+            tot += tr.bytes if kind is None else sum(
+                t.bytes for t in tr.tensors if t.kind == kind)
+        return tot
+
+    def per_round(self, kind: Optional[str] = None) -> dict[int, dict[str, int]]:
+        out: dict[int, dict[str, int]] = defaultdict(lambda: {"up": 0, "down": 0})
+        for tr in self.transfers:
+            out[tr.round][tr.direction] += tr.bytes if kind is None else sum(
+                t.bytes for t in tr.tensors if t.kind == kind)
+        return {r: dict(v) for r, v in sorted(out.items())}
+
+    def per_client(self) -> dict[int, dict[str, int]]:
+        out: dict[int, dict[str, int]] = defaultdict(lambda: {"up": 0, "down": 0})
+        for tr in self.transfers:
+            out[tr.client][tr.direction] += tr.bytes
+        return {c: dict(v) for c, v in sorted(out.items())}
+
+    def rows(self) -> list[dict]:
+        return [tr.row() for tr in self.transfers]
+
+    def summary(self) -> dict:
+        return {"transfers": len(self.transfers),
+                "up": self.total("up"), "down": self.total("down"),
+                "up_params": self.total("up", "param"),
+                "up_buffers": self.total("up", "buffer"),
+                "down_params": self.total("down", "param"),
+                "down_buffers": self.total("down", "buffer"),
+                "per_round": {str(r): v for r, v in self.per_round().items()}}
+
+
+class _Metered:
+    """An engine ``Algorithm`` whose broadcast and upload are recorded in a log."""
+
+    def __init__(self, inner: Any, log: CommLog, param_names, encoding: str,
+                 index_bytes: int) -> None:
+        self._inner, self._log = inner, log
+        self._params = None if param_names is None else frozenset(param_names)
+        self._encoding, self._index_bytes = encoding, index_bytes
+
+    def __getattr__(self, name: str) -> Any:  # every other hook is the algorithm's own
+        return getattr(self._inner, name)
+
+    def broadcast(self, global_state, client_id, round):
+        sent = self._inner.broadcast(global_state, client_id, round)
+        self._log.record("down", round, client_id, sent, param_names=self._params,
+                         encoding=self._encoding, index_bytes=self._index_bytes,
+                         label="broadcast")
+        return sent
+
+    def upload(self, before, after, client_id, round, n_samples):
+        up = self._inner.upload(before, after, client_id, round, n_samples=n_samples)
+        self._log.record("up", round, client_id, up.state, param_names=self._params,
+                         mask=up.mask, encoding=self._encoding,
+                         index_bytes=self._index_bytes, label="upload")
+        return up
+
+
+def metered(algorithm: Any, log: CommLog, param_names: Optional[Iterable[str]] = None,
+            encoding: str = "auto", index_bytes: int = 4) -> Any:
+    """``algorithm`` with every engine-called broadcast (down) and upload (up) logged.
+
+    ``param_names``: the model's parameter names (``dict(model.named_parameters())``),
+    so that buffers are listed apart; None counts every tensor as a parameter.
+    """
+    return _Metered(algorithm, log, param_names, encoding, index_bytes)

@@ -1,0 +1,123 @@
+"""Byte accounting (audit/fl/comm.py) against hand counts."""
+import numpy as np
+import pytest
+import torch
+import torch.nn as nn
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from audit.fl import comm
+from audit.fl.aggregate import Upload
+
+
+class Tiny(nn.Module):
+    """conv(1->2, 3x3) + BN(2) + linear(8->3): sizes small enough to count by hand."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(1, 2, 3)  # weight 2*1*3*3 = 18, bias 2
+        self.bn = nn.BatchNorm2d(2)  # weight 2, bias 2; buffers mean 2, var 2, nbt 1 (int64)
+        self.fc = nn.Linear(8, 3)  # weight 24, bias 3
+
+
+def test_dense_message_of_tiny_model_matches_hand_count():
+    # Prepare
+    m = Tiny()
+    params = dict(m.named_parameters())
+    # Execute
+    msg = comm.message(m.state_dict(), param_names=params)
+    # Assert: hand count. params: 18+2+2+2+24+3 = 51 floats x 4 B = 204 B;
+    # buffers: running_mean 2 + running_var 2 floats = 16 B, num_batches_tracked 1 int64 = 8 B.
+    by = {t.name: t for t in msg}
+    assert by["conv.weight"].bytes == 72
+    assert by["bn.num_batches_tracked"].bytes == 8
+    assert by["bn.num_batches_tracked"].kind == "buffer"
+    assert sum(t.bytes for t in msg if t.kind == "param") == 204
+    assert sum(t.bytes for t in msg if t.kind == "buffer") == 24
+
+
+def test_sparse_and_auto_encodings_hand_count():
+    t = torch.zeros(10, 10)  # dense 400 B
+    mask = torch.zeros(10, 10, dtype=torch.bool)
+    mask.view(-1)[:7] = True
+    # sparse: 7 values x 4 B + 7 int32 indices x 4 B = 56 B
+    assert comm.tensor_bytes("w", t, mask=mask, encoding="sparse").bytes == 56
+    assert comm.tensor_bytes("w", t, mask=mask, encoding="auto").bytes == 56
+    # int64 indices: 7 x (4 + 8) = 84 B
+    assert comm.tensor_bytes("w", t, mask=mask, encoding="sparse", index_bytes=8).bytes == 84
+    assert comm.tensor_bytes("w", t, mask=mask, encoding="dense").bytes == 400
+    # 60 selected: sparse 480 B > dense 400 B, so auto sends dense
+    mask.view(-1)[:60] = True
+    tb = comm.tensor_bytes("w", t, mask=mask, encoding="auto")
+    assert (tb.bytes, tb.encoding, tb.nnz) == (400, "dense", 100)
+    # nothing selected: nothing sent
+    assert comm.tensor_bytes("w", t, mask=torch.zeros(10, 10, dtype=torch.bool)).bytes == 0
+
+
+def test_element_size_follows_dtype_and_meta_tensors_count():
+    assert comm.dense_bytes(torch.zeros(5, dtype=torch.float16)) == 10
+    assert comm.dense_bytes(torch.zeros(5, dtype=torch.float64)) == 40
+    # meta tensors: no storage, same count (used for the paper-size ResNet-18)
+    assert comm.dense_bytes(torch.empty(1000, 1000, device="meta")) == 4_000_000
+
+
+def test_mask_shape_mismatch_is_an_error():
+    with pytest.raises(ValueError, match="mask of 'w' has shape"):
+        comm.tensor_bytes("w", torch.zeros(3), mask=torch.ones(4, dtype=torch.bool))
+
+
+def test_log_totals_per_round_and_direction():
+    # Prepare: 2 rounds x 3 clients; down = whole Tiny state (228 B), up = fc only (108 B)
+    m = Tiny()
+    params = dict(m.named_parameters())
+    state = m.state_dict()
+    fc = {k: v for k, v in state.items() if k.startswith("fc.")}
+    log = comm.CommLog()
+    # Execute
+    for r in (1, 2):
+        for k in (0, 1, 2):
+            log.record("down", r, k, state, param_names=params)
+            log.record("up", r, k, fc, param_names=params)
+    # Assert (hand count: 204 + 24 = 228 down; (24 + 3) x 4 = 108 up)
+    assert log.per_round() == {1: {"up": 324, "down": 684}, 2: {"up": 324, "down": 684}}
+    assert log.total("down") == 2 * 3 * 228
+    assert log.total("down", "buffer") == 2 * 3 * 24
+    assert log.total("up") == 2 * 3 * 108
+    assert log.per_client()[1] == {"up": 216, "down": 456}
+    assert log.summary()["transfers"] == 12
+    with pytest.raises(ValueError, match="direction"):
+        log.record("sideways", 1, 0, fc)
+
+
+class _Stub:
+    name = "stub"
+
+    def broadcast(self, g, k, r):
+        return g
+
+    def upload(self, before, after, k, r, n_samples):
+        return Upload({"a": after["a"]}, {"a": after["a"] > 0}, float(n_samples))
+
+
+def test_metered_records_engine_calls_only():
+    log = comm.CommLog()
+    alg = comm.metered(_Stub(), log)
+    g = {"a": torch.tensor([1.0, -1.0, 2.0, 0.0]), "b": torch.zeros(2, dtype=torch.float64)}
+    alg.broadcast(g, 3, 1)
+    up = alg.upload(g, g, 3, 1, n_samples=7)
+    assert up.weight == 7.0 and alg.name == "stub"
+    # down: a 16 B + b 16 B; up: 2 of 4 selected -> auto: sparse 2 x 8 = 16 <= dense 16? ties
+    # go to dense, so 16 B dense
+    assert [t.bytes for t in log.transfers] == [32, 16]
+    assert log.transfers[1].tensors[0].encoding == "dense"
+
+
+@settings(deadline=None, max_examples=60)
+@given(st.integers(1, 300), st.integers(0, 2 ** 32 - 1), st.sampled_from([4, 8]))
+def test_auto_is_min_of_dense_and_sparse(n, seed, ib):
+    rng = np.random.default_rng(seed)
+    mask = torch.from_numpy(rng.random(n) < rng.random())
+    t = torch.zeros(n)
+    nnz = int(mask.sum())
+    got = comm.tensor_bytes("w", t, mask=mask, encoding="auto", index_bytes=ib).bytes
+    assert got == min(4 * n, nnz * (4 + ib))
