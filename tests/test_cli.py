@@ -1,0 +1,111 @@
+"""The `audit` command: listing, running end to end, verifying locks, bad input."""
+import json
+import subprocess
+import sys
+
+import pytest
+
+from audit.cli import main
+
+FIVE = {"flayer-masked-zero", "fedtlu-lower-bound", "genefl-inverted-cosine",
+        "genefl-uplink-bytes", "lips-dropout-control"}
+
+
+def test_list_json_names_the_five_claims(capsys):
+    assert main(["list", "--json"]) == 0
+    items = json.loads(capsys.readouterr().out)
+    assert FIVE <= {i["id"] for i in items}
+    assert all({"id", "paper", "title", "locked", "status"} <= set(i) for i in items)
+
+
+def test_python_dash_m_audit_works():
+    out = subprocess.run([sys.executable, "-m", "audit", "list"], capture_output=True,
+                         text=True, timeout=120)
+    assert out.returncode == 0 and "genefl-uplink-bytes" in out.stdout
+
+
+def test_run_writes_json_markdown_figures_and_index(toy, tmp_path, capsys):
+    out = tmp_path / "reports"
+    assert main(["run", "toy-claim", "--out", str(out), "--quiet"]) == 0
+    assert "toy-claim: CONFIRMED (locked: CONFIRMED)" in capsys.readouterr().out
+    data = json.loads((out / "toy-claim.json").read_text())
+    for key in ("id", "paper", "verdict", "rule", "scale", "seeds", "arms", "estimates",
+                "environment", "runtime_s", "parts"):
+        assert key in data
+    assert data["seeds"] == [0, 1, 2, 3, 4] and data["arms"] == ["base", "better"]
+    assert {"python", "torch", "device", "commit"} <= set(data["environment"])
+    gain = next(e for e in data["estimates"] if e["name"] == "gain")
+    assert gain["low"] < gain["value"] < gain["high"] and gain["n"] == 5
+    exact = next(e for e in data["estimates"] if e["name"] == "n_arms")
+    assert exact["low"] is None and exact["high"] is None
+    md = (out / "toy-claim.md").read_text()
+    assert md.startswith("# toy-claim") and "CONFIRMED" in md.splitlines()[2]
+    assert "paper's value" in md and "audit run toy-claim --scale smoke" in md
+    assert (out / "toy-claim" / "curve.png").stat().st_size > 1000
+    assert "[`toy-claim`](toy-claim.md)" in (out / "README.md").read_text()
+
+
+def test_report_rerenders_from_json_without_running(toy, tmp_path):
+    out = tmp_path / "r"
+    main(["run", "toy-claim", "--out", str(out), "--quiet"])
+    (out / "toy-claim.md").unlink()
+    toy.CALLS.clear()
+    assert main(["report", "--out", str(out)]) == 0
+    assert (out / "toy-claim.md").exists() and toy.CALLS == []
+
+
+def test_verify_passes_on_the_lock_and_fails_on_a_flip(toy, tmp_path, monkeypatch, capsys):
+    assert main(["verify", "toy-claim", "--quiet"]) == 0
+    lock = tmp_path / "locks.json"
+    lock.write_text(json.dumps({"toy-claim": {"smoke": {"verdict": "REFUTED", "parts": {}}}}))
+    assert main(["verify", "toy-claim", "--quiet"]) == 1
+    assert "FLIPPED toy-claim: locked REFUTED, now CONFIRMED" in capsys.readouterr().err
+
+
+def test_pending_claim_says_so_in_one_line(capsys, monkeypatch):
+    from audit import claims
+
+    pending = [c.id for c in claims.registry().values() if c.status == "pending"]
+    if not pending:
+        pytest.skip("every claim is built")
+    assert main(["run", pending[0]]) == 0
+    out = capsys.readouterr().out.strip().splitlines()
+    assert out == [f"{pending[0]}: pending, its falsifier is not built yet; nothing to run"]
+
+
+@pytest.mark.parametrize("argv, message", [
+    pytest.param(["run", "no-such-claim"], "unknown claim id 'no-such-claim'; known ids:",
+                 id="unknown-id"),
+    pytest.param(["run", "toy-claim", "--seeds", "1"], "needs at least 2 seeds", id="one-seed"),
+    pytest.param(["run", "toy-claim", "--scale", "huge"], "unknown scale 'huge'",
+                 id="unknown-scale"),
+    pytest.param(["run", "toy-claim", "--data-dir", "/no/such/dir"],
+                 "data directory '/no/such/dir' does not exist", id="missing-data-dir"),
+    pytest.param(["run", "toy-claim", "--out", "/no/such/parent/reports"],
+                 "cannot be created", id="unwritable-out"),
+    pytest.param(["run"], "name at least one claim id", id="no-id"),
+    pytest.param(["run", "toy-claim", "--device", "cuda:9"], "CUDA is not available",
+                 id="no-cuda"),
+])
+def test_bad_input_is_one_line_exit_2_nothing_written(toy, tmp_path, capsys, argv, message,
+                                                      monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    import torch
+
+    if "cuda:9" in argv and torch.cuda.is_available():
+        pytest.skip("this machine has CUDA")
+    assert main(argv) == 2
+    captured = capsys.readouterr()
+    err = captured.err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("audit: error: ") and message in err[0]
+    assert "Traceback" not in captured.err
+    assert not (tmp_path / "reports").exists()
+    assert toy.CALLS == []
+
+
+def test_out_path_that_is_a_file_is_refused(toy, tmp_path, capsys):
+    f = tmp_path / "file"
+    f.write_text("keep me")
+    assert main(["run", "toy-claim", "--out", str(f)]) == 2
+    assert "is not a directory" in capsys.readouterr().err
+    assert f.read_text() == "keep me"

@@ -1,0 +1,68 @@
+"""The pytest plugin, exercised through pytester in a separate directory."""
+import json
+from pathlib import Path
+
+import pytest
+
+TESTS_DIR = Path(__file__).parent
+
+FALSIFIER = """
+from audit.pytest_plugin import check_lock
+
+def test_toy_verdict(audit_run):
+    check_lock(audit_run("toy-claim"))
+"""
+
+CONFTEST = """
+import audit.claims as c
+c.CLAIM_MODULES = c.CLAIM_MODULES + ("toyclaim",)
+"""
+
+
+@pytest.fixture
+def suite(pytester, tmp_path, monkeypatch):
+    monkeypatch.setenv("PYTHONPATH", str(TESTS_DIR))
+    pytester.makeconftest(CONFTEST)
+    pytester.makepyfile(test_toy=FALSIFIER)
+    locks = tmp_path / "locks.json"
+    monkeypatch.setenv("AUDIT_LOCKS", str(locks))
+    monkeypatch.setenv("AUDIT_CACHE", str(tmp_path / "cache"))
+
+    def run(lock: str | None, *args):
+        if lock is None:
+            locks.write_text("{}")
+        else:
+            locks.write_text(json.dumps({"toy-claim": {"smoke": {"verdict": lock}}}))
+        return pytester.runpytest_subprocess("-p", "audit.pytest_plugin", *args)
+
+    run.locks = locks
+    return run
+
+
+def test_header_summary_and_pass_on_matching_lock(suite):
+    result = suite("CONFIRMED", "--audit-seeds", "0,1,2")
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(["audit: scale=smoke seeds=[[]0, 1, 2[]] device=cpu",
+                                 "*audit verdicts*",
+                                 "toy-claim*CONFIRMED*locked=CONFIRMED*seeds=[[]0, 1, 2[]]"])
+
+
+def test_fails_when_the_lock_says_another_verdict(suite):
+    result = suite("REFUTED")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*verdict flipped at smoke scale: locked REFUTED, now "
+                                 "CONFIRMED*", "*FLIPPED*"])
+
+
+def test_fails_without_a_lock_and_update_locks_records_it(suite):
+    suite(None).assert_outcomes(failed=1)
+    result = suite(None, "--audit-update-locks")
+    result.assert_outcomes(passed=1)
+    lock = json.loads(suite.locks.read_text())["toy-claim"]["smoke"]
+    assert lock == {"verdict": "CONFIRMED", "parts": {"gain": "CONFIRMED"}}
+
+
+def test_report_dir_option_writes_reports(suite, tmp_path):
+    out = tmp_path / "rep"
+    suite("CONFIRMED", "--audit-report-dir", str(out)).assert_outcomes(passed=1)
+    assert (out / "toy-claim.json").exists() and (out / "README.md").exists()

@@ -1,0 +1,57 @@
+"""Verdict objects and combination rules."""
+import math
+
+import pytest
+
+from audit.verdict import (ALL_PARTS, Estimate, Outcome, Part, Rule, primary,
+                           verdict_from_parts)
+
+C, R, I = Outcome.CONFIRMED, Outcome.REFUTED, Outcome.INCONCLUSIVE
+
+
+def _parts(*vs):
+    return [Part(f"p{i}", v, "rule", "reason", needs="more seeds") for i, v in enumerate(vs)]
+
+
+@pytest.mark.parametrize("verdicts, expected", [
+    pytest.param((C, C), C, id="all-confirmed"),
+    pytest.param((C, R), R, id="one-refuted"),
+    pytest.param((C, I), I, id="one-inconclusive"),
+    pytest.param((R, I), R, id="refuted-wins-over-inconclusive"),
+    pytest.param((), I, id="no-parts"),
+])
+def test_all_parts(verdicts, expected):
+    assert ALL_PARTS(_parts(*verdicts)) == expected
+
+
+def test_primary_takes_the_named_part():
+    comb = primary("p1", "the consequence is what the reviewer asserts")
+    assert comb(_parts(C, R)) == R
+    assert "p1" in comb.text
+    with pytest.raises(KeyError):
+        comb(_parts(C))
+
+
+def test_rule_builds_a_part_with_its_own_text():
+    rule = Rule("x", "CONFIRMED when v > 1.", lambda v: (C if v > 1 else I, f"v={v}", "bigger v"))
+    assert rule(2) == Part("x", C, "CONFIRMED when v > 1.", "v=2", "")
+    assert rule(0).needs == "bigger v"  # needs is kept only when INCONCLUSIVE
+
+
+def test_verdict_from_parts_collects_needs():
+    v = verdict_from_parts("c", ALL_PARTS, _parts(C, I), [Estimate("e", 1.0)])
+    assert v.verdict == I and "p1: more seeds" in v.needs
+    assert v.estimate("e").exact and v.part("p0").verdict == C
+    with pytest.raises(KeyError):
+        v.part("nope")
+
+
+def test_estimate_serialises_exact_and_interval_values():
+    exact = Estimate("bytes", 42.0, unit="bytes")
+    assert exact.to_dict()["low"] is None and exact.to_dict()["high"] is None
+    with pytest.raises(ValueError, match="exact"):
+        exact.confidence_interval()
+    e = Estimate("gap", 0.1, -0.2, math.inf, 0.95, 5, "t")
+    assert e.confidence_interval() == (-0.2, math.inf)
+    assert e.to_dict()["high"] is None  # JSON has no inf: an unbounded side is null
+    assert Estimate.from_dict(exact.to_dict()) == exact

@@ -1,0 +1,63 @@
+"""A toy claim for testing the harness itself (not registered in the package).
+
+Arm ``better`` draws a per-seed score 1.0 above arm ``base`` (plus noise); the reviewer's
+toy claim "better beats base" is decided by the three-way rule. ``effect`` in the config
+changes the true difference, so tests can make it CONFIRMED or INCONCLUSIVE at will.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from audit import stats
+from audit.claims import (FLAYER, Analysis, Arm, Claim, Figure, PaperNumber, RecordRef,
+                          RunSpec, Table)
+from audit.runner import results_table
+from audit.verdict import ALL_PARTS, Estimate, Outcome, Rule
+
+CALLS: list[RunSpec] = []  # every unit actually computed (tests count cache hits with it)
+
+
+def run(spec: RunSpec, ctx) -> dict:
+    CALLS.append(spec)
+    rng = np.random.default_rng([spec.seed, 7])
+    base = float(rng.normal(0.5, 0.1))
+    noise = float(rng.normal(0.0, ctx.config["noise"]))
+    value = base + (ctx.config["effect"] + noise if spec.arm == "better" else 0.0)
+    return {"score": value, "curve": [value * (r + 1) / 3 for r in range(3)]}
+
+
+def _decide(tw):
+    outcome = {"SUPPORTED": Outcome.CONFIRMED, "FALSIFIED": Outcome.REFUTED,
+               "INCONCLUSIVE": Outcome.INCONCLUSIVE}[tw.outcome]
+    needs = "" if tw.seeds_needed is None else f"about {tw.seeds_needed} seeds"
+    return outcome, tw.reason, needs
+
+
+RULE = Rule("gain", "Paired t on per-seed scores (alpha 0.05): CONFIRMED when the 95% CI "
+            "of better - base lies above 0, REFUTED when TOST shows |diff| < 0.05.", _decide)
+
+
+def analyse(results, ctx) -> Analysis:
+    arr = results_table(results, "score", ["base", "better"], ctx.seeds)
+    tw = stats.three_way(arr["better"], arr["base"], margin=0.0, equivalence_margin=0.05)
+    d = tw.difference
+    est = (Estimate("gain", d.mean, d.low, d.high, d.level, d.n, d.method),
+           Estimate("n_arms", 2))
+    fig = Figure("curve", "toy curve", "round", "score",
+                 ({"label": "better", "x": [0, 1, 2],
+                   "y": results[RunSpec("better", ctx.seeds[0])]["curve"]},))
+    table = Table("per seed", ("seed", "base", "better"),
+                  tuple((s, float(a), float(b)) for s, a, b in
+                        zip(ctx.seeds, arr["base"], arr["better"])))
+    return Analysis(est, (RULE(tw),), (table,), (fig,), ("A toy.",))
+
+
+CLAIM = Claim(
+    id="toy-claim", paper=FLAYER, record=RecordRef("toy.json", ("falsifier",)),
+    title="toy", statement="A toy statement for harness tests.",
+    arms=(Arm("base", "baseline"), Arm("better", "adds the effect", "toy Eq. 1")),
+    rules=(RULE,), combination=ALL_PARTS, stochastic=True,
+    scales={"smoke": {"effect": 1.0, "noise": 0.05}, "full": {"effect": 0.0, "noise": 0.5}},
+    run=run, analyse=analyse,
+    paper_numbers=(PaperNumber("toy gain", 1.2, "Table 1", ours="gain"),),
+)
