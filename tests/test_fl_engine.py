@@ -1,0 +1,171 @@
+"""Engine: determinism, fast (vmap) path == sequential path, hooks, metrics."""
+
+import json
+
+import numpy as np
+import pytest
+import torch
+
+from audit.fl import data as D
+from audit.fl.aggregate import Upload, carry_over, chain, weighted_mean
+from audit.fl.engine import (Algorithm, FedBN, FedProx, FLConfig, _client_steps, evaluate,
+                             run_federated)
+from audit.fl.models import build_lm, build_model
+
+torch.set_num_threads(2)
+
+
+@pytest.fixture(scope="module")
+def fed():
+    ds = D.load_digits(seed=0)
+    parts = D.dirichlet_partition(ds.y_train, 6, 0.3, np.random.default_rng(0), min_size=20)
+    parts = [p[:80] for p in parts]  # keep the test small
+    return D.make_federated(ds, parts, 0.1, 0.2, np.random.default_rng(0))
+
+
+def cnn():
+    return build_model("cnn", 10, 1, 8, width=0.5)
+
+
+def _strip(h):
+    d = h.to_dict()
+    d.pop("seconds")
+    return d
+
+
+def test_same_seed_same_metrics(fed):
+    cfg = FLConfig(rounds=2, clients_per_round=4, batch_size=16, seed=3)
+    a, b = run_federated(cnn, fed, Algorithm(), cfg), run_federated(cnn, fed, Algorithm(), cfg)
+    assert _strip(a) == _strip(b)
+    c = run_federated(cnn, fed, Algorithm(), FLConfig(rounds=2, clients_per_round=4,
+                                                      batch_size=16, seed=4))
+    assert _strip(a) != _strip(c)
+
+
+class HalfLR(Algorithm):
+    """lr multiplier 0.5 on conv1 for even clients, a tensor multiplier on fc.bias."""
+
+    def param_lr_scale(self, params, client_id, round, epoch, last_grads):
+        s = {"conv1.weight": 0.5 if client_id % 2 == 0 else 1.0}
+        s["fc.bias"] = torch.linspace(0.1, 1.0, params["fc.bias"].numel())
+        if last_grads is not None:  # 2nd epoch: scale from the last gradient norm
+            s["conv2.weight"] = float(1.0 / (1.0 + last_grads["conv2.weight"].norm()))
+        return s
+
+
+CASES = {
+    "fedavg": (cnn, lambda: Algorithm(), dict()),
+    "momentum-wd-2epochs-sampled": (cnn, lambda: Algorithm(),
+                                    dict(momentum=0.9, weight_decay=1e-3, local_epochs=2,
+                                         clients_per_round=4)),
+    "fedprox": (cnn, lambda: FedProx(mu=0.5), dict()),
+    "lr-scale-hook": (cnn, lambda: HalfLR(), dict(local_epochs=2)),
+    "fedbn-vgg-bn": (lambda: build_model("vgg", 10, 1, 8, width=0.25), lambda: FedBN(),
+                     dict(momentum=0.5)),
+    "carry-over-rule": (cnn, lambda: Algorithm(chain(weighted_mean(), carry_over())), dict()),
+}
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_fast_path_equals_sequential_path(fed, case):
+    model_fn, alg, kw = CASES[case]
+    base = dict(rounds=2, batch_size=16, lr=0.05, seed=1, eval_personal=True)
+    base.update(kw)
+    hs = run_federated(model_fn, fed, alg(), FLConfig(fast=False, **base))
+    hf = run_federated(model_fn, fed, alg(), FLConfig(fast=True, **base))
+    for k in hs.final_state:
+        torch.testing.assert_close(hf.final_state[k].float(), hs.final_state[k].float(),
+                                   atol=2e-5, rtol=1e-4, msg=k)
+    np.testing.assert_allclose(hf.test_loss, hs.test_loss, rtol=1e-4)
+    np.testing.assert_allclose(hf.personal_loss, hs.personal_loss, rtol=1e-4)
+
+
+def test_sequential_path_equals_plain_torch_optim_loop(fed):
+    # one client, one round: engine vs nn.Module + torch.optim.SGD on the same batches
+    one = D.FederatedData(fed.clients[:1], fed.x_test, fed.y_test, 10)
+    cfg = FLConfig(rounds=1, batch_size=16, lr=0.1, momentum=0.9, weight_decay=1e-3,
+                   local_epochs=2, seed=5, fast=False)
+    h = run_federated(cnn, one, Algorithm(), cfg)
+    with torch.random.fork_rng():
+        torch.manual_seed(5)
+        m = cnn()
+    opt = torch.optim.SGD(m.parameters(), lr=0.1, momentum=0.9, weight_decay=1e-3)
+    c = one.clients[0]
+    for _, idx in _client_steps(len(c.y_train), cfg, 1, 0):
+        opt.zero_grad()
+        torch.nn.functional.cross_entropy(m(c.x_train[idx]), c.y_train[idx]).backward()
+        opt.step()
+    for k, v in m.state_dict().items():
+        torch.testing.assert_close(h.final_state[k], v, atol=1e-5, rtol=1e-4)
+
+
+def test_history_is_json_and_layer_metrics(fed):
+    cfg = FLConfig(rounds=3, batch_size=16, eval_every=1, eval_init=True, eval_val=True)
+    h = run_federated(cnn, fed, Algorithm(), cfg, reference_round=2)
+    d = json.loads(json.dumps(h.to_dict()))
+    assert d["rounds"] == [0, 1, 2, 3]
+    assert set(d["layer_norm"][0]) == {"conv1", "conv2", "fc"}
+    assert d["layer_cos_ref"][1]["fc"] is None
+    assert d["layer_cos_ref"][2]["fc"] == pytest.approx(1.0)
+    assert d["layer_cos_ref"][3]["fc"] < 1.0
+    assert all(z == 0.0 for z in d["layer_zero_frac"][-1].values())
+    assert len(d["client_acc"][-1]) == fed.n_clients and d["val_acc"][-1] is not None
+    acc, _ = evaluate(cnn(), h.final_state, fed.x_test, fed.y_test)
+    assert acc == pytest.approx(h.test_acc[-1])
+
+
+class Recorder(Algorithm):
+    """Zeroes conv1 after aggregation, masks uploads, reports a metric; logs hook calls."""
+
+    name = "recorder"
+
+    def __init__(self):
+        super().__init__(chain(weighted_mean()))
+        self.calls = []
+
+    def upload(self, before, after, client_id, round, n_samples):
+        self.calls.append(("upload", round, client_id))
+        mask = {"fc.weight": torch.zeros_like(after["fc.weight"], dtype=torch.bool)}
+        state = dict(after, **{"fc.weight": after["fc.weight"] * 0})
+        return Upload(state, mask, n_samples)
+
+    def server_post(self, global_state, round, rng):
+        self.calls.append(("post", round))
+        return dict(global_state, **{"conv1.bias": torch.zeros_like(global_state["conv1.bias"])})
+
+    def round_metrics(self, round, global_state, prev_global, uploads, client_ids):
+        return {"n_uploads": len(uploads), "fc_zero": float((global_state["fc.weight"] == 0)
+                                                            .float().mean())}
+
+
+def test_hooks_are_called_in_order_and_shape_metrics(fed):
+    alg = Recorder()
+    h = run_federated(cnn, fed, alg, FLConfig(rounds=2, clients_per_round=3, batch_size=32))
+    assert [c for c in alg.calls if c[0] == "post"] == [("post", 1), ("post", 2)]
+    assert sum(c[0] == "upload" for c in alg.calls) == 6
+    assert h.algo == [{"n_uploads": 3.0, "fc_zero": 1.0}] * 2
+    assert h.layer_zero_frac[-1]["fc"] > 0.99 and h.algorithm == "recorder"
+
+
+def test_fedbn_keeps_norm_layers_local(fed):
+    vgg = lambda: build_model("vgg", 10, 1, 8, width=0.25)  # noqa: E731
+    h = run_federated(vgg, fed, FedBN(), FLConfig(rounds=2, batch_size=32))
+    with torch.random.fork_rng():
+        torch.manual_seed(0)
+        init = vgg().state_dict()
+    assert torch.equal(h.final_state["bn1.running_mean"], init["bn1.running_mean"])
+    states = h.client_states
+    assert not torch.equal(states[0]["bn1.running_mean"], states[1]["bn1.running_mean"])
+    assert not torch.equal(h.final_state["conv1.weight"], init["conv1.weight"])
+
+
+def test_language_model_fast_equals_sequential():
+    ds = D.load_stdlib_chars(seq_len=16, max_chars=6000)
+    fed = D.make_federated(ds, D.contiguous_partition(len(ds.y_train), 3), 0.0, 0.1,
+                           np.random.default_rng(0))
+    lm = lambda: build_lm(vocab_size=ds.num_classes, d_model=16, n_heads=2, n_layers=1)  # noqa
+    cfg = dict(rounds=1, batch_size=8, lr=0.1, eval_personal=True)
+    hs = run_federated(lm, fed, Algorithm(), FLConfig(fast=False, **cfg))
+    hf = run_federated(lm, fed, Algorithm(), FLConfig(fast=True, **cfg))
+    np.testing.assert_allclose(hf.test_loss, hs.test_loss, rtol=1e-4)
+    assert hs.test_loss[-1] < np.log(ds.num_classes)
