@@ -128,18 +128,17 @@ def _execute_all(args, write_reports: bool):
     if write_reports:
         report.check_writable(args.out)
     cache = Cache(args.cache_dir or Cache.default_root(), enabled=not args.no_cache)
+    backend = None
+    if args.backend == "ray":
+        from audit.distributed import RayBackend
+
+        backend = RayBackend(address=args.ray_address)
     results = []
     for claim, ctx in contexts:
         if ctx is None:
             print(f"{claim.id}: pending, its falsifier is not built yet; nothing to run")
             continue
-        if args.backend == "ray":
-            from audit.distributed import ray_runner
-
-            runner = ray_runner(claim, ctx, address=args.ray_address)
-        else:
-            runner = None
-        res = execute(claim, ctx, cache=cache, progress=not args.quiet, runner=runner)
+        res = execute(claim, ctx, cache=cache, progress=not args.quiet, backend=backend)
         if write_reports:
             report.write(res, args.out)
         results.append(res)

@@ -233,34 +233,60 @@ def _progress(total: int, desc: str, enabled: bool):
     return tqdm(total=total, desc=desc, unit="run", file=sys.stderr, leave=False)
 
 
+class LocalBackend:
+    """Runs units one after another in this process (the reference backend)."""
+
+    name = "local"
+
+    def imap(self, claim: Claim, ctx: RunContext, specs: Sequence[RunSpec]):
+        for spec in specs:
+            yield spec, claim.run(spec, ctx)
+
+
+class FunctionBackend(LocalBackend):
+    """Runs units through a given function ``fn(spec) -> result`` (tests, wrappers)."""
+
+    def __init__(self, fn: Callable[[RunSpec], Mapping]):
+        self.fn = fn
+
+    def imap(self, claim, ctx, specs):
+        for spec in specs:
+            yield spec, self.fn(spec)
+
+
 def execute(claim: Claim | PendingClaim, ctx: RunContext, *, cache: Cache,
-            progress: bool = True, backend: str = "local",
+            progress: bool = True, backend: Any = None,
             runner: Callable | None = None, command: str = "") -> ClaimResult:
-    """Run every unit of ``claim`` (from the cache where possible), analyse and decide."""
+    """Run every unit of ``claim`` (from the cache where possible), analyse and decide.
+
+    ``backend`` has ``imap(claim, ctx, specs)`` yielding ``(spec, result)`` in completion
+    order (:class:`LocalBackend` by default; ``audit.distributed.RayBackend`` spreads
+    units over a Ray cluster). Each result is cached the moment it arrives, so an
+    interrupted sweep loses only the units still in flight.
+    """
     if isinstance(claim, PendingClaim):
         raise AuditError(f"claim {claim.id!r} is pending: its falsifier is not built yet")
+    if backend is None:
+        backend = FunctionBackend(runner) if runner is not None else LocalBackend()
     t0 = time.perf_counter()
     version = code_version()
     specs = claim.unit_specs(ctx)
     results: dict[RunSpec, Mapping] = {}
-    todo: list[tuple[RunSpec, dict]] = []
+    todo: dict[RunSpec, dict] = {}
     for spec in specs:
         material = cache.key_material(claim.id, spec, ctx, version)
         hit = cache.load(material)
         if hit is not None:
             results[spec] = hit
         else:
-            todo.append((spec, material))
+            todo[spec] = material
     bar = _progress(len(todo), claim.id, progress and len(todo) > 0)
-    run_one = runner or (lambda spec: claim.run(spec, ctx))
     try:
-        for spec, material in todo:
-            if bar is not None:
-                bar.set_postfix_str(spec.label())
-            result = run_one(spec)
-            cache.store(material, result)  # stored at once: nothing lost if interrupted
+        for spec, result in backend.imap(claim, ctx, list(todo)):
+            cache.store(todo[spec], result)  # stored at once: nothing lost if interrupted
             results[spec] = result
             if bar is not None:
+                bar.set_postfix_str(spec.label())
                 bar.update(1)
     finally:
         if bar is not None:

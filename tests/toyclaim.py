@@ -6,6 +6,8 @@ changes the true difference, so tests can make it CONFIRMED or INCONCLUSIVE at w
 """
 from __future__ import annotations
 
+import os
+
 import numpy as np
 
 from audit import stats
@@ -19,6 +21,8 @@ CALLS: list[RunSpec] = []  # every unit actually computed (tests count cache hit
 
 def run(spec: RunSpec, ctx) -> dict:
     CALLS.append(spec)
+    if os.environ.get("TOY_FAIL_SEED") == str(spec.seed):  # simulates a crashed worker
+        raise RuntimeError(f"toy failure at seed {spec.seed}")
     rng = np.random.default_rng([spec.seed, 7])
     base = float(rng.normal(0.5, 0.1))
     noise = float(rng.normal(0.0, ctx.config["noise"]))
