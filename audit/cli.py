@@ -33,6 +33,16 @@ def _seed_list(text: str) -> list[int]:
             f"seed list must be comma-separated integers, got {text!r}") from None
 
 
+def _override(text: str) -> tuple[str, object]:
+    key, sep, value = text.partition("=")
+    if not sep or not key:
+        raise argparse.ArgumentTypeError(f"expected KEY=VALUE, got {text!r}")
+    try:
+        return key, json.loads(value)
+    except json.JSONDecodeError:
+        return key, value  # a bare string
+
+
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="audit", description=__doc__.split("\n")[0])
     sub = p.add_subparsers(dest="command", required=True)
@@ -56,6 +66,10 @@ def _parser() -> argparse.ArgumentParser:
                         help="run cache (default .audit-cache or AUDIT_CACHE)")
         sp.add_argument("--backend", default="local", choices=("local", "ray"))
         sp.add_argument("--ray-address", default=None, help="join an existing Ray cluster")
+        sp.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                        type=_override, dest="overrides",
+                        help="override one config value of the scale (JSON value), "
+                             "e.g. --set rounds=2; repeatable")
         sp.add_argument("--quiet", action="store_true", help="no progress bars")
 
     run_options(sub.add_parser("run", help="run claims and write their reports"))
@@ -115,8 +129,14 @@ def _contexts(args, selected):
         if isinstance(c, PendingClaim):
             out.append((c, None))
             continue
+        overrides = dict(args.overrides)
+        unknown = sorted(set(overrides) - set(c.scales.get(args.scale, {})))
+        if unknown and c.scales.get(args.scale) is not None:
+            raise AuditError(f"claim {c.id!r} has no config key(s) {', '.join(unknown)} at "
+                             f"{args.scale!r} scale; keys: "
+                             f"{', '.join(sorted(c.scales[args.scale]))}")
         out.append((c, make_context(c, args.scale, seeds=seeds, device=args.device,
-                                    data_dir=args.data_dir)))
+                                    data_dir=args.data_dir, overrides=overrides)))
     return out
 
 

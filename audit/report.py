@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping
 
 from audit.claims import AuditError, Claim, PendingClaim
-from audit.runner import ClaimResult, regenerate_command
+from audit.runner import ClaimResult, regenerate_command, with_overrides
 
 SCHEMA_VERSION = 1
 REQUIRED_KEYS = ("id", "paper", "verdict", "rule", "scale", "seeds", "arms", "estimates",
@@ -58,7 +58,8 @@ def to_json(result: ClaimResult) -> dict:
         "environment": dict(result.environment),
         "runtime_s": round(result.runtime_s, 3),
         "runs": {"computed": result.computed, "cached": result.cached},
-        "command": result.command or regenerate_command(ctx),
+        "command": result.command or with_overrides(regenerate_command(ctx),
+                                                    claim.scales[ctx.scale], ctx.config),
     }
 
 

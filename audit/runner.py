@@ -311,6 +311,14 @@ def regenerate_command(ctx: RunContext) -> str:
     return cmd
 
 
+def with_overrides(cmd: str, base: Mapping, config: Mapping) -> str:
+    """Append ``--set`` for every config value that differs from the scale's default."""
+    for key in sorted(config):
+        if key not in base or base[key] != config[key]:
+            cmd += f" --set {key}={json.dumps(config[key], separators=(',', ':'))}"
+    return cmd
+
+
 def results_table(results: Mapping[RunSpec, Mapping], key: str,
                   arms: Iterable[str], seeds: Sequence[int], setting: str = ""):
     """Per-seed values of ``key`` for each arm, aligned on ``seeds`` (paired)."""

@@ -109,3 +109,17 @@ def test_out_path_that_is_a_file_is_refused(toy, tmp_path, capsys):
     assert main(["run", "toy-claim", "--out", str(f)]) == 2
     assert "is not a directory" in capsys.readouterr().err
     assert f.read_text() == "keep me"
+
+
+def test_set_overrides_a_config_value_and_the_report_says_how(toy, tmp_path):
+    out = tmp_path / "r"
+    assert main(["run", "toy-claim", "--out", str(out), "--quiet", "--set", "effect=0.0",
+                 "--set", "noise=0.5"]) == 0
+    data = json.loads((out / "toy-claim.json").read_text())
+    assert data["config"] == {"effect": 0.0, "noise": 0.5}
+    assert data["command"].endswith("--set effect=0.0 --set noise=0.5")
+
+
+def test_set_with_an_unknown_key_is_refused(toy, capsys):
+    assert main(["run", "toy-claim", "--set", "rounds=2"]) == 2
+    assert "has no config key(s) rounds" in capsys.readouterr().err
