@@ -1,0 +1,57 @@
+"""Report rendering from JSON alone, and the index."""
+import json
+
+import pytest
+
+from audit import report
+from audit.claims import AuditError
+from audit.runner import Cache, execute, make_context
+
+
+@pytest.fixture
+def data(toy, tmp_path):
+    res = execute(toy.CLAIM, make_context(toy.CLAIM, "smoke"), cache=Cache(tmp_path / "c"),
+                  progress=False)
+    return report.to_json(res)
+
+
+def test_markdown_opens_with_verdict_and_claim(data):
+    md = report.render_markdown(data).splitlines()
+    assert md[0] == "# toy-claim: toy"
+    assert md[2].startswith("**Verdict on the reviewer's claim: CONFIRMED** (locked: CONFIRMED)")
+    assert md[4].startswith("Paper: FLAYER, arXiv 2412.07062v3")
+
+
+def test_markdown_has_every_section(data):
+    md = report.render_markdown(data)
+    for heading in ("## Verdict by part", "## The paper's numbers beside ours", "## Arms",
+                    "## Estimates", "### per seed", "## Figures",
+                    "## What this shows, and what it does not",
+                    "## Decision rules (fixed in code before the run)", "## Reproduce"):
+        assert heading in md
+    assert "| `n_arms` | 2 | exact |" in md
+    assert "Seeds: [0, 1, 2, 3, 4]" in md
+
+
+def test_json_round_trip_renders_the_same(data, tmp_path):
+    report.write_data(data, tmp_path)
+    again = json.loads((tmp_path / "toy-claim.json").read_text())
+    assert report.render_markdown(again) == report.render_markdown(data)
+
+
+def test_missing_keys_and_corrupt_json_are_clear_errors(data, tmp_path):
+    broken = dict(data)
+    del broken["seeds"]
+    with pytest.raises(AuditError, match="lacks required keys: seeds"):
+        report.render_markdown(broken)
+    (tmp_path / "toy-claim.json").write_text("{oops")
+    with pytest.raises(AuditError, match="is not valid JSON"):
+        report.load(tmp_path, "toy-claim")
+
+
+def test_index_lists_pending_and_run_claims(data, tmp_path, toy):
+    from audit import claims
+
+    report.write_data(data, tmp_path)
+    text = report.write_index(tmp_path, claims.registry()).read_text()
+    assert "[`toy-claim`](toy-claim.md)" in text and "**CONFIRMED**" in text
