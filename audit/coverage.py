@@ -1,0 +1,390 @@
+"""``audit review PATH...``: which items of a review record are covered by claims.
+
+A review record (the JSON of ``shared/reviews/*.txt``) holds a referee report, a skeptic
+critique and a falsifier sentence about one paper (``arxiv_id``). Its checkable items,
+named by field path, are
+
+- ``skeptic_critique.concrete_test`` and ``skeptic_critique.load_bearing_attack``,
+- ``falsifier`` (top level),
+- each ``referee_report.major_comments[i]`` and ``referee_report.minor_comments[i]``.
+
+Every item is listed. An item is covered by a claim when the claim declares it: the
+field paths in ``claim.record.fields`` are answered by the claim as a whole, and those in
+``claim.answers`` (field path -> part id) by one part. Claims are matched to a record by
+the paper's arXiv id. The declarations live next to each claim, never here.
+
+The verdict shown comes from ``reports/<claim-id>.json`` (its ``verdict``, or the entry
+of ``parts`` named by the part id); "not run" when no report exists; "pending" for a
+claim whose falsifier is not built. An uncovered item shows the one-line reason from the
+paper's notes (``audit.papers``). The table shows our paraphrase of each item, never
+the record's text.
+
+Problems with one record (bad JSON, a missing field, an unknown arXiv id) are one line
+each on stderr; the other records are still read and the exit status is 1. A path that
+does not exist, or a folder with no records, is a fatal error (:class:`AuditError`).
+"""
+from __future__ import annotations
+
+import json
+import sys
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Mapping
+
+from audit import claims as claims_mod
+from audit import papers
+from audit.claims import AuditError, PendingClaim
+
+TOP_ITEMS = ("skeptic_critique.concrete_test", "skeptic_critique.load_bearing_attack",
+             "falsifier")
+COMMENT_LISTS = ("referee_report.major_comments", "referee_report.minor_comments")
+RECORD_SUFFIXES = (".txt", ".json")
+UNKNOWN_PAPER = "(no paraphrase: unknown paper)"
+NO_CLAIM_FOR_PAPER = "no claim registered for this paper"
+
+
+# ----------------------------------------------------------------------------- data
+@dataclass
+class Cover:
+    """One claim (and optionally one of its parts) that answers an item."""
+
+    claim: str
+    part: str | None
+    verdict: str  # CONFIRMED / REFUTED / INCONCLUSIVE, "pending", "not run", ...
+    scale: str | None = None
+
+
+@dataclass
+class Row:
+    path: str
+    paraphrase: str
+    covered_by: list[Cover] = field(default_factory=list)
+    reason: str | None = None  # set when no claim covers the item
+
+    @property
+    def covered(self) -> bool:
+        return bool(self.covered_by)
+
+
+@dataclass
+class RecordCoverage:
+    source: str
+    arxiv_id: str | None
+    paper: str | None  # the paper's short name when known
+    rows: list[Row] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)
+    # field paths declared by a claim of this paper that the record does not have
+    dangling: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict:
+        return {"source": self.source, "arxiv_id": self.arxiv_id, "paper": self.paper,
+                "items": [{"path": r.path, "paraphrase": r.paraphrase, "covered": r.covered,
+                           "covered_by": [asdict(c) for c in r.covered_by],
+                           "reason": r.reason} for r in self.rows],
+                "problems": list(self.problems), "dangling": list(self.dangling)}
+
+
+# -------------------------------------------------------------------------- reading
+def record_files(paths: list[Path]) -> list[Path]:
+    """The record files named by ``paths``: a file as given, a folder's *.txt/*.json sorted."""
+    files: list[Path] = []
+    for p in paths:
+        p = Path(p)
+        if p.is_dir():
+            found = sorted(q for q in p.iterdir()
+                           if q.is_file() and q.suffix in RECORD_SUFFIXES)
+            if not found:
+                raise AuditError(f"folder {str(p)!r} holds no *.txt or *.json review records")
+            files += found
+        elif p.is_file():
+            files.append(p)
+        else:
+            raise AuditError(f"review record path {str(p)!r} does not exist")
+    return files
+
+
+def _get(record: Mapping, dotted: str) -> Any:
+    node: Any = record
+    for key in dotted.split("."):
+        if not isinstance(node, Mapping) or key not in node:
+            raise KeyError(dotted)
+        node = node[key]
+    return node
+
+
+def validate(record: Any) -> list[str]:
+    """The problems of one parsed record (empty when it is usable), one line each."""
+    if not isinstance(record, Mapping):
+        return [f"not a JSON object (got {type(record).__name__})"]
+    problems = []
+    arxiv = record.get("arxiv_id")
+    if "arxiv_id" not in record:
+        problems.append("missing field 'arxiv_id'")
+    elif not isinstance(arxiv, str) or not arxiv.strip():
+        problems.append("field 'arxiv_id' must be a non-empty string")
+    for name in COMMENT_LISTS:
+        try:
+            value = _get(record, name)
+        except KeyError:
+            problems.append(f"missing field {name!r}")
+            continue
+        if not isinstance(value, list):
+            problems.append(f"field {name!r} must be a list, got {type(value).__name__}")
+            continue
+        for i, c in enumerate(value):
+            text = c.get("comment") if isinstance(c, Mapping) else c
+            if not isinstance(text, str):
+                problems.append(f"{name}[{i}] is neither a string nor an object with a "
+                                "'comment' string")
+    try:
+        ct = _get(record, "skeptic_critique.concrete_test")
+        if not isinstance(ct, str):
+            problems.append("field 'skeptic_critique.concrete_test' must be a string")
+    except KeyError:
+        problems.append("missing field 'skeptic_critique.concrete_test'")
+    return problems
+
+
+def record_items(record: Mapping) -> list[tuple[str, str | None]]:
+    """The checkable items of a valid record: (field path, its ``section`` label or None)."""
+    items: list[tuple[str, str | None]] = []
+    for path in TOP_ITEMS:
+        try:
+            value = _get(record, path)
+        except KeyError:
+            continue
+        if isinstance(value, str) and value.strip():
+            items.append((path, None))
+    for name in COMMENT_LISTS:
+        for i, c in enumerate(_get(record, name)):
+            section = c.get("section") if isinstance(c, Mapping) else None
+            items.append((f"{name}[{i}]", section if isinstance(section, str) else None))
+    return items
+
+
+# ------------------------------------------------------------------------- coverage
+def _verdict(claim, part: str | None, out: Path) -> tuple[str, str | None]:
+    """(verdict text, scale) of a claim or one of its parts from ``out/<id>.json``."""
+    from audit import report
+
+    if isinstance(claim, PendingClaim) or getattr(claim, "status", "ready") == "pending":
+        return "pending", None
+    try:
+        data = report.load(out, claim.id)
+    except AuditError as exc:
+        return f"report unreadable ({exc})", None
+    if data is None:
+        return "not run", None
+    scale = data.get("scale")
+    if part is None:
+        return str(data["verdict"]), scale
+    for p in data.get("parts", []):
+        if isinstance(p, Mapping) and p.get("id") == part:
+            return str(p.get("verdict")), scale
+    return f"part {part!r} not in the report", scale
+
+
+def declared_fields(claim) -> list[tuple[str, str | None]]:
+    """The field paths a claim declares it answers: (path, part id or None)."""
+    out: list[tuple[str, str | None]] = [(f, None) for f in claim.record.fields]
+    for f, part in dict(getattr(claim, "answers", {}) or {}).items():
+        out.append((f, part))
+    return out
+
+
+def cover_record(record: Mapping, source: str, registry: Mapping, out: Path
+                 ) -> RecordCoverage:
+    arxiv = record["arxiv_id"]
+    claims = [c for c in registry.values() if c.paper.arxiv_id == arxiv]
+    paper = claims[0].paper.short if claims else None
+    if paper is None:
+        for const in (claims_mod.FLAYER, claims_mod.FEDTLU, claims_mod.GENEFL,
+                      claims_mod.LIPS):
+            if const.arxiv_id == arxiv:
+                paper = const.short
+    cov = RecordCoverage(source=source, arxiv_id=arxiv, paper=paper)
+    if arxiv not in claims_mod.RECORDS:
+        cov.problems.append(f"unknown arXiv id {arxiv!r} (known: "
+                            f"{', '.join(sorted(claims_mod.RECORDS))}); its items are "
+                            "listed as not covered")
+        claims = []
+    notes = papers.notes(arxiv)
+    items = record_items(record)
+    paths = {p for p, _ in items}
+    by_path: dict[str, list[Cover]] = {}
+    for claim in claims:
+        for f, part in declared_fields(claim):
+            if f not in paths:
+                cov.dangling.append(f"{claim.id} declares {f!r}, which the record lacks")
+                continue
+            verdict, scale = _verdict(claim, part, out)
+            by_path.setdefault(f, []).append(Cover(claim.id, part, verdict, scale))
+    for path, section in items:
+        note = notes.get(path) if notes is not None else None
+        if note is not None:
+            paraphrase = note.paraphrase
+        elif section:
+            paraphrase = f"(section: {section})"
+        else:
+            paraphrase = UNKNOWN_PAPER
+        row = Row(path, paraphrase, by_path.get(path, []))
+        if not row.covered:
+            row.reason = _reason(note, bool(claims))
+        cov.rows.append(row)
+    return cov
+
+
+def _reason(note, paper_has_claims: bool) -> str:
+    if not paper_has_claims:
+        return NO_CLAIM_FOR_PAPER
+    if note is None:
+        return "no claim declares this item, and no reason is recorded for it"
+    if note.reason and note.proposed:
+        return f"{note.reason} (proposed for {note.proposed})"
+    if note.reason:
+        return note.reason
+    if note.proposed:
+        return (f"checkable; proposed for {note.proposed}, which does not declare this "
+                "field yet")
+    return "no claim declares this item, and no reason is recorded for it"
+
+
+def review(paths: list[Path], out: Path, registry: Mapping | None = None
+           ) -> list[RecordCoverage]:
+    """Read, validate and cover every record named by ``paths`` (problems kept per record)."""
+    registry = claims_mod.registry() if registry is None else registry
+    result = []
+    for f in record_files(paths):
+        try:
+            record = json.loads(f.read_text(encoding="utf-8"))
+        except UnicodeDecodeError as exc:
+            result.append(RecordCoverage(str(f), None, None,
+                                         problems=[f"not UTF-8 text ({exc.reason})"]))
+            continue
+        except json.JSONDecodeError as exc:
+            result.append(RecordCoverage(str(f), None, None,
+                                         problems=[f"bad JSON: {exc.msg} at line "
+                                                   f"{exc.lineno} column {exc.colno}"]))
+            continue
+        problems = validate(record)
+        if problems:
+            arxiv = record.get("arxiv_id") if isinstance(record, Mapping) else None
+            result.append(RecordCoverage(str(f), arxiv if isinstance(arxiv, str) else None,
+                                         None, problems=problems))
+            continue
+        result.append(cover_record(record, str(f), registry, out))
+    return result
+
+
+# -------------------------------------------------------------------------- output
+def _cover_text(c: Cover) -> tuple[str, str]:
+    who = c.claim if c.part is None else f"{c.claim} / {c.part}"
+    verdict = c.verdict if c.scale is None else f"{c.verdict} ({c.scale})"
+    return who, verdict
+
+
+def _table_rows(cov: RecordCoverage) -> list[tuple[str, str, str, str]]:
+    rows = []
+    for r in cov.rows:
+        if not r.covered:
+            rows.append((r.path, r.paraphrase, "—", f"not covered: {r.reason}"))
+            continue
+        for i, c in enumerate(r.covered_by):
+            who, verdict = _cover_text(c)
+            rows.append((r.path if i == 0 else "", r.paraphrase if i == 0 else "", who,
+                         verdict))
+    return rows
+
+
+def _heading(cov: RecordCoverage) -> str:
+    name = cov.paper or "unknown paper"
+    return f"{name}, arXiv {cov.arxiv_id} ({Path(cov.source).name})"
+
+
+def _summary(cov: RecordCoverage) -> str:
+    n = len(cov.rows)
+    k = sum(r.covered for r in cov.rows)
+    return f"{k} of {n} items covered by a claim; {n - k} not covered, each with a reason"
+
+
+def render_text(coverages: list[RecordCoverage]) -> str:
+    lines = []
+    for cov in coverages:
+        if not cov.rows and cov.problems:
+            continue  # unreadable record: its problems go to stderr
+        lines.append(_heading(cov))
+        rows = [("item", "paraphrase (ours)", "claim / part", "verdict")] + _table_rows(cov)
+        widths = [max(len(r[i]) for r in rows) for i in range(3)]
+        for r in rows:
+            lines.append("  " + "  ".join(r[i].ljust(widths[i]) for i in range(3))
+                         + "  " + r[3])
+        lines.append("  " + _summary(cov))
+        lines.append("")
+    return "\n".join(lines)
+
+
+def _md_cell(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def render_markdown(coverages: list[RecordCoverage], out: Path | None = None) -> str:
+    """The coverage page; a claim links to its report when ``out/<id>.md`` exists."""
+    lines = ["# Coverage of the review records by claims", "",
+             "Each checkable item of a review record (the skeptic's concrete test and "
+             "load-bearing attack, the falsifier sentence, every major and minor referee "
+             "comment), named by its field path, with the claim (and part) that answers it "
+             "and that claim's current verdict from its report, or the reason it is not "
+             "covered. Paraphrases are ours; the records are cited by field path only. "
+             "Which claim answers which item is declared by each claim "
+             "(`record.fields`, `answers`). Regenerate with "
+             "`audit review ../shared/reviews --markdown`.", ""]
+    for cov in coverages:
+        if not cov.rows and cov.problems:
+            continue
+        lines += [f"## {_heading(cov)}", "", _summary(cov) + ".", "",
+                  "| item | paraphrase (ours) | claim / part | verdict |",
+                  "|---|---|---|---|"]
+        for path, para, who, verdict in _table_rows(cov):
+            claim_cell = who
+            if who != "—":
+                cid = who.split(" / ")[0]
+                linked = out is not None and (out / f"{cid}.md").exists()
+                claim_cell = f"[`{who}`]({cid}.md)" if linked else f"`{who}`"
+            lines.append(f"| {'`' + path + '`' if path else ''} | {_md_cell(para)} | "
+                         f"{claim_cell} | {_md_cell(verdict)} |")
+        if cov.dangling:
+            lines += ["", "Declared fields the record lacks: "
+                      + "; ".join(_md_cell(d) for d in cov.dangling) + "."]
+        lines.append("")
+    return "\n".join(lines)
+
+
+def run_review(paths: list[Path], as_json: bool, markdown: bool, out: Path) -> int:
+    """The ``audit review`` command: print coverage; exit 1 if any record was bad."""
+    registry = claims_mod.registry()
+    if markdown:
+        from audit import report
+
+        report.check_writable(out)
+    coverages = review(paths, out, registry)
+    bad = False
+    for cov in coverages:
+        for p in cov.problems:
+            print(f"audit review: {cov.source}: {p}", file=sys.stderr)
+            bad = True
+        for d in cov.dangling:
+            print(f"audit review: warning: {cov.source}: {d}", file=sys.stderr)
+    if as_json:
+        print(json.dumps([c.to_dict() for c in coverages], indent=2))
+    else:
+        print(render_text(coverages), end="")
+    if markdown:
+        from audit import report
+
+        out.mkdir(parents=True, exist_ok=True)
+        path = out / "coverage.md"
+        path.write_text(render_markdown(coverages, out))
+        report.write_index(out, registry)
+        if not as_json:
+            print(f"wrote {path}")
+    return 1 if bad else 0

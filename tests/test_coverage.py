@@ -1,0 +1,286 @@
+"""`audit review`: record validation, coverage from claims' own declarations, verdicts
+from reports, the real records' coverage, and that our paraphrases copy no record text."""
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from audit import claims as claims_mod
+from audit import coverage
+from audit.claims import Claim, Paper, PendingClaim, RecordRef
+from audit.cli import main
+from audit.verdict import ALL_PARTS
+
+REPO = Path(__file__).resolve().parents[1]
+PAPERS_DIR = REPO / "audit" / "papers"
+
+
+def _reviews_dir() -> Path | None:
+    for cand in (Path("/work/shared/reviews"), REPO.parent / "shared" / "reviews"):
+        if cand.is_dir() and any(cand.glob("*.txt")):
+            return cand
+    return None
+
+
+# ------------------------------------------------------------------ toy claims, records
+TOY = Paper("9999.00001", "a toy paper", "1", "TOY")
+
+
+def _claim(cid: str, fields: tuple[str, ...], answers: dict[str, str]) -> Claim:
+    return Claim(id=cid, paper=TOY, record=RecordRef("toy.json", fields), title=cid,
+                 statement="toy", arms=(), rules=(), combination=ALL_PARTS,
+                 stochastic=False, scales={"smoke": {}}, run=lambda s, c: {},
+                 analyse=lambda r, c: None, answers=answers)
+
+
+def _record(arxiv: str = TOY.arxiv_id, **drop) -> dict:
+    """A record in the reviews' JSON shape, with our own invented text."""
+    rec = {
+        "arxiv_id": arxiv,
+        "skeptic_critique": {"concrete_test": "Toy test: flip the sign and watch the loss.",
+                             "load_bearing_attack": "Toy attack on the toy lemma."},
+        "falsifier": "Toy falsifier: rerun with ten seeds.",
+        "referee_report": {
+            "major_comments": [{"comment": "Toy major one about the bound.",
+                                "section": "Sec. 2"},
+                               {"comment": "Toy major two about the seeds.",
+                                "section": "Table 1"}],
+            "minor_comments": [{"comment": "Toy minor typo in the caption."}],
+        },
+    }
+    for dotted in drop:
+        node = rec
+        *head, last = dotted.split("__")
+        for k in head:
+            node = node[k]
+        del node[last]
+    return rec
+
+
+@pytest.fixture
+def toy_registry(monkeypatch):
+    """Two toy claims of a toy paper: one built (with a part answer), one pending."""
+    built = _claim("toy-built", ("skeptic_critique.concrete_test",),
+                   {"referee_report.major_comments[1]": "seeds"})
+    pending = PendingClaim("toy-pending", TOY, RecordRef("toy.json", ("falsifier",)),
+                           "toy pending", "toy")
+    reg = {"toy-built": built, "toy-pending": pending}
+    monkeypatch.setattr(claims_mod, "registry", lambda: reg)
+    monkeypatch.setattr(claims_mod, "RECORDS", {**claims_mod.RECORDS,
+                                                TOY.arxiv_id: "toy.json"})
+    return reg
+
+
+def _write_report(out: Path, cid: str, verdict: str, parts: dict[str, str]) -> None:
+    out.mkdir(parents=True, exist_ok=True)
+    data = {"id": cid, "paper": {}, "verdict": verdict, "rule": "toy", "scale": "smoke",
+            "seeds": [0, 1], "arms": [], "estimates": [], "environment": {"commit": "x"},
+            "runtime_s": 1.0,
+            "parts": [{"id": k, "verdict": v, "rule": "r"} for k, v in parts.items()]}
+    (out / f"{cid}.json").write_text(json.dumps(data))
+
+
+def _review_json(capsys, *args) -> tuple[int, list[dict], str]:
+    rc = main(["review", *map(str, args), "--json"])
+    cap = capsys.readouterr()
+    return rc, json.loads(cap.out), cap.err
+
+
+def _items(cov: dict) -> dict[str, dict]:
+    return {i["path"]: i for i in cov["items"]}
+
+
+# ------------------------------------------------------------------------------ tests
+def test_items_are_covered_by_claims_declarations_with_report_verdicts(
+        toy_registry, tmp_path, capsys):
+    out = tmp_path / "reports"
+    _write_report(out, "toy-built", "CONFIRMED", {"seeds": "REFUTED"})
+    rec = tmp_path / "rec.json"
+    rec.write_text(json.dumps(_record()))
+    rc, data, err = _review_json(capsys, rec, "--out", out)
+    assert rc == 0 and err == ""
+    items = _items(data[0])
+    assert list(items) == ["skeptic_critique.concrete_test",
+                           "skeptic_critique.load_bearing_attack", "falsifier",
+                           "referee_report.major_comments[0]",
+                           "referee_report.major_comments[1]",
+                           "referee_report.minor_comments[0]"]
+    # the claim as a whole answers its record.fields: the claim's verdict
+    assert items["skeptic_critique.concrete_test"]["covered_by"] == [
+        {"claim": "toy-built", "part": None, "verdict": "CONFIRMED", "scale": "smoke"}]
+    # an `answers` entry maps to one part: that part's verdict, not the claim's
+    assert items["referee_report.major_comments[1]"]["covered_by"] == [
+        {"claim": "toy-built", "part": "seeds", "verdict": "REFUTED", "scale": "smoke"}]
+    assert items["falsifier"]["covered_by"][0]["verdict"] == "pending"
+    left = items["referee_report.major_comments[0]"]
+    assert not left["covered"] and left["reason"]
+    # a paper without notes: the section label stands in for a paraphrase
+    assert left["paraphrase"] == "(section: Sec. 2)"
+    assert items["referee_report.minor_comments[0]"]["paraphrase"] == coverage.UNKNOWN_PAPER
+
+
+def test_verdict_is_not_run_without_a_report_and_flags_a_missing_part(
+        toy_registry, tmp_path, capsys):
+    rec = tmp_path / "rec.json"
+    rec.write_text(json.dumps(_record()))
+    rc, data, _ = _review_json(capsys, rec, "--out", tmp_path / "none")
+    assert rc == 0
+    assert _items(data[0])["skeptic_critique.concrete_test"]["covered_by"][0][
+        "verdict"] == "not run"
+    out = tmp_path / "reports"
+    _write_report(out, "toy-built", "INCONCLUSIVE", {"other": "CONFIRMED"})
+    rc, data, _ = _review_json(capsys, rec, "--out", out)
+    assert _items(data[0])["referee_report.major_comments[1]"]["covered_by"][0][
+        "verdict"] == "part 'seeds' not in the report"
+
+
+def test_malformed_records_give_one_line_each_and_the_rest_is_read(
+        toy_registry, tmp_path, capsys):
+    folder = tmp_path / "reviews"
+    folder.mkdir()
+    (folder / "a_good.json").write_text(json.dumps(_record()))
+    (folder / "b_badjson.txt").write_text('{"arxiv_id": "9999.00001", ')
+    (folder / "c_nomajor.json").write_text(
+        json.dumps(_record(referee_report__major_comments=True)))
+    (folder / "d_noctest.txt").write_text(
+        json.dumps(_record(skeptic_critique__concrete_test=True)))
+    (folder / "e_unknown.json").write_text(json.dumps(_record(arxiv="0000.11111")))
+    (folder / "f_list.json").write_text("[1, 2]")
+    (folder / "notes.md").write_text("not a record, not read")
+    rc, data, err = _review_json(capsys, folder, "--out", tmp_path / "r")
+    assert rc == 1
+    lines = err.strip().splitlines()
+    assert len(lines) == 5, err
+    for name, words in [("b_badjson.txt", "bad JSON"),
+                        ("c_nomajor.json", "referee_report.major_comments"),
+                        ("d_noctest.txt", "skeptic_critique.concrete_test"),
+                        ("e_unknown.json", "unknown arXiv id '0000.11111'"),
+                        ("f_list.json", "not a JSON object")]:
+        assert sum(name in ln and words in ln for ln in lines) == 1, (name, err)
+    by_file = {Path(c["source"]).name: c for c in data}
+    assert "notes.md" not in by_file
+    assert all(i["covered"] for p, i in _items(by_file["a_good.json"]).items()
+               if p in ("skeptic_critique.concrete_test", "falsifier"))
+    # the unknown paper's items are still listed, none covered, with the fixed reason
+    unknown = _items(by_file["e_unknown.json"])
+    assert len(unknown) == 6
+    assert all(not i["covered"] and i["reason"] == coverage.NO_CLAIM_FOR_PAPER
+               for i in unknown.values())
+
+
+def test_fatal_path_errors_are_one_line_exit_2(tmp_path, capsys):
+    assert main(["review", str(tmp_path / "missing.json")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "does not exist" in err[0]
+    (tmp_path / "empty").mkdir()
+    assert main(["review", str(tmp_path / "empty")]) == 2
+    assert "holds no" in capsys.readouterr().err
+
+
+def test_a_declared_field_the_record_lacks_is_a_warning_not_a_failure(
+        toy_registry, monkeypatch, tmp_path, capsys):
+    reg = dict(toy_registry)
+    reg["toy-extra"] = _claim("toy-extra", (), {"referee_report.minor_comments[7]": "x"})
+    monkeypatch.setattr(claims_mod, "registry", lambda: reg)
+    rec = tmp_path / "rec.json"
+    rec.write_text(json.dumps(_record()))
+    rc = main(["review", str(rec), "--out", str(tmp_path / "r")])
+    err = capsys.readouterr().err
+    assert rc == 0 and "warning" in err and "minor_comments[7]" in err
+
+
+def test_text_and_markdown_show_paths_not_record_text(toy_registry, tmp_path, capsys):
+    out = tmp_path / "reports"
+    _write_report(out, "toy-built", "CONFIRMED", {"seeds": "REFUTED"})
+    rec = tmp_path / "rec.json"
+    record = _record()
+    rec.write_text(json.dumps(record))
+    assert main(["review", str(rec), "--markdown", "--out", str(out)]) == 0
+    text = capsys.readouterr().out
+    md = (out / "coverage.md").read_text()
+    for shown in (text, md):
+        assert "referee_report.major_comments[1]" in shown and "REFUTED" in shown
+        assert "toy-built / seeds" in shown and "pending" in shown
+        for sentence in ("Toy major one about the bound.", "Toy test: flip the sign",
+                         "Toy falsifier: rerun"):
+            assert sentence not in shown
+    assert "[coverage.md](coverage.md)" in (out / "README.md").read_text()
+    # a claim links to its report page only when that page exists
+    assert "](toy-built.md)" not in md and "](toy-pending.md)" not in md
+    (out / "toy-built.md").write_text("# toy-built")
+    main(["review", str(rec), "--markdown", "--out", str(out)])
+    md = (out / "coverage.md").read_text()
+    assert "[`toy-built`](toy-built.md)" in md and "](toy-pending.md)" not in md
+
+
+# ----------------------------------------------------------------- the real records
+def _words(text: str) -> list[str]:
+    return [w for w in re.split(r"[\W_]+", text.lower()) if w]
+
+
+def _ngrams(text: str, n: int = 10) -> set[tuple[str, ...]]:
+    w = _words(text)
+    return {tuple(w[i:i + n]) for i in range(len(w) - n + 1)}
+
+
+def _strings(node) -> list[str]:
+    if isinstance(node, str):
+        return [node]
+    if isinstance(node, dict):
+        return [s for v in node.values() for s in _strings(v)]
+    if isinstance(node, list):
+        return [s for v in node for s in _strings(v)]
+    return []
+
+
+def test_the_copy_detector_finds_a_copied_run():
+    # the detector must be able to fail: ten words shared in a row are found, nine are not
+    source = "alpha beta gamma delta epsilon zeta eta theta iota kappa lambda"
+    assert _ngrams("x " + " ".join(source.split()[:10]) + " y") & _ngrams(source)
+    assert not _ngrams("x " + " ".join(source.split()[:9]) + " y") & _ngrams(source)
+
+
+needs_records = pytest.mark.skipif(_reviews_dir() is None,
+                                   reason="shared/reviews is not present")
+
+
+@needs_records
+def test_paper_notes_share_no_ten_word_run_with_the_records():
+    record_grams: set = set()
+    for f in sorted(_reviews_dir().glob("*.txt")):
+        for s in _strings(json.loads(f.read_text())):
+            record_grams |= _ngrams(s)
+    ours = [p for p in sorted(PAPERS_DIR.glob("*.py"))]
+    ours += [REPO / "audit" / "coverage.py"]
+    if (REPO / "reports" / "coverage.md").exists():
+        ours.append(REPO / "reports" / "coverage.md")
+    for path in ours:
+        shared = _ngrams(path.read_text()) & record_grams
+        assert not shared, f"{path.name} copies record text: {' '.join(next(iter(shared)))}"
+
+
+@needs_records
+def test_every_real_item_is_covered_or_has_a_reason(capsys, tmp_path):
+    from audit import papers
+
+    rc, data, err = _review_json(capsys, _reviews_dir(), "--out", tmp_path / "r")
+    assert rc == 0, err
+    assert {c["arxiv_id"] for c in data} == set(claims_mod.RECORDS)
+    modules = papers.paper_modules()
+    for cov in data:
+        notes = modules[cov["arxiv_id"]].ITEMS
+        items = _items(cov)
+        # our notes name exactly the record's items: none missing, none stale
+        assert set(notes) == set(items), cov["source"]
+        for path, item in items.items():
+            assert item["paraphrase"] == notes[path].paraphrase
+            assert len(_words(item["paraphrase"])) <= 16, path
+            if not item["covered"]:
+                note = notes[path]
+                assert note.reason or note.proposed, (cov["source"], path)
+                assert item["reason"] and "no reason is recorded" not in item["reason"]
+        # the fixed concrete test of each paper is declared by its claim(s)
+        assert items["skeptic_critique.concrete_test"]["covered"]
