@@ -185,11 +185,14 @@ def _verdict(claim, part: str | None, out: Path) -> tuple[str, str | None]:
 
 
 def declared_fields(claim) -> list[tuple[str, str | None]]:
-    """The field paths a claim declares it answers: (path, part id or None)."""
-    out: list[tuple[str, str | None]] = [(f, None) for f in claim.record.fields]
-    for f, part in dict(getattr(claim, "answers", {}) or {}).items():
-        out.append((f, part))
-    return out
+    """The field paths a claim declares it answers: (path, part id or None).
+
+    A path in ``claim.answers`` is answered by that part; listed in ``record.fields``
+    too, the part (the more specific declaration) is the one shown.
+    """
+    declared: dict[str, str | None] = {f: None for f in claim.record.fields}
+    declared.update(dict(getattr(claim, "answers", {}) or {}))
+    return list(declared.items())
 
 
 def cover_record(record: Mapping, source: str, registry: Mapping, out: Path

@@ -63,7 +63,8 @@ def _record(arxiv: str = TOY.arxiv_id, **drop) -> dict:
 @pytest.fixture
 def toy_registry(monkeypatch):
     """Two toy claims of a toy paper: one built (with a part answer), one pending."""
-    built = _claim("toy-built", ("skeptic_critique.concrete_test",),
+    built = _claim("toy-built", ("skeptic_critique.concrete_test",
+                                 "referee_report.major_comments[1]"),
                    {"referee_report.major_comments[1]": "seeds"})
     pending = PendingClaim("toy-pending", TOY, RecordRef("toy.json", ("falsifier",)),
                            "toy pending", "toy")
@@ -111,7 +112,8 @@ def test_items_are_covered_by_claims_declarations_with_report_verdicts(
     # the claim as a whole answers its record.fields: the claim's verdict
     assert items["skeptic_critique.concrete_test"]["covered_by"] == [
         {"claim": "toy-built", "part": None, "verdict": "CONFIRMED", "scale": "smoke"}]
-    # an `answers` entry maps to one part: that part's verdict, not the claim's
+    # an `answers` entry maps to one part: that part's verdict, not the claim's (and it
+    # is the one shown when record.fields lists the same path)
     assert items["referee_report.major_comments[1]"]["covered_by"] == [
         {"claim": "toy-built", "part": "seeds", "verdict": "REFUTED", "scale": "smoke"}]
     assert items["falsifier"]["covered_by"][0]["verdict"] == "pending"
@@ -284,3 +286,12 @@ def test_every_real_item_is_covered_or_has_a_reason(capsys, tmp_path):
                 assert item["reason"] and "no reason is recorded" not in item["reason"]
         # the fixed concrete test of each paper is declared by its claim(s)
         assert items["skeptic_critique.concrete_test"]["covered"]
+
+
+@needs_records
+def test_real_claims_declare_only_items_their_record_has(tmp_path):
+    # a declaration such as "referee_report.major_comments" (no index) names no item, so
+    # it covers nothing; every declared path must be an item of the paper's record
+    covs = coverage.review([_reviews_dir()], tmp_path / "r")
+    dangling = [d for c in covs for d in c.dangling]
+    assert dangling == [], dangling
