@@ -1,0 +1,287 @@
+"""LIPS on FedBN, its ablations and the regularisation controls of the LIPS audit.
+
+LIPS: "layer-wise inertia" + "periodic sparsity", arXiv 2506.00932v1 (Sec. 4). In
+low-data federated learning the middle layers of the global model stop moving; every
+``k`` rounds, after aggregation, the server zeroes the lowest-sensitivity fraction
+``tau(t) = tau0 * (1 - t / T)`` of each middle layer's weights, with the sensitivity of
+a weight ``s = |dw * w|`` (its change times its value); local training stays dense.
+The method is built on FedBN (Li et al. 2021, arXiv 2102.07623): norm layers stay local.
+
+Everything here is one server-side *perturbation piece* plugged into one algorithm
+class, so that the audit's arms differ in one visible piece each (optax style):
+
+    fedbn                 FedBNProbe()                                   (no piece)
+    lips                  FedBNProbe(post=prune(update_sensitivity, middle, printed))
+    lips-random           ...      post=prune(random_score,  middle, printed)
+    lips-all-layers       ...      post=prune(update_sensitivity, ALL weight layers)
+    lips-as-released      ...      post=prune(grad_sensitivity, middle, released schedule)
+    fedbn-noise-middle    FedBNProbe(post=gaussian_noise(middle, printed schedule))
+    fedbn-dropout-middle  FedBNProbe() with the model option ``dropout_middle=p``
+    fedbn-weight-decay    FedBNProbe() with local SGD weight decay
+    fedbn-freeze-middle   FedBNProbe(freeze_after=f): middle layers get no update after
+                          round f (the paper's Table 1 freeze test)
+
+``FedBNProbe`` also records, every round, the cosine similarity of each middle layer of
+the global model to its weights at the end of round 2 (the paper's inertia measure,
+Sec. 3) and the fraction of exact zeros in the middle layers.
+
+Deliberate deviations from the printed method are commented where they happen.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, Mapping, Optional, Sequence
+
+import numpy as np
+import torch
+from torch.func import functional_call
+
+from audit.fl.engine import FedBN
+from audit.fl.models import middle_layers, weight_layers
+
+__all__ = [
+    "FedBNProbe", "Schedule", "gaussian_noise", "grad_sensitivity", "lowest_fraction_mask",
+    "printed_schedule", "prune", "random_score", "released_schedule", "update_sensitivity",
+]
+
+State = Mapping[str, torch.Tensor]
+
+
+# ------------------------------------------------------------------------- schedules
+@dataclass(frozen=True)
+class Schedule:
+    """When the server acts and how strongly: at rounds ``t`` with ``t % k == 0`` and
+    ``t < T``, with strength ``s0 * (1 - t / T)`` (LIPS, Sec. 4: tau(t) = tau0 (1 - t/T))."""
+
+    s0: float
+    k: int
+    T: int
+
+    def __post_init__(self):
+        if self.k < 1 or self.T < 1:
+            raise ValueError(f"period k and horizon T must be >= 1, got k={self.k}, T={self.T}")
+        if not 0.0 <= self.s0:
+            raise ValueError(f"strength must be >= 0, got {self.s0}")
+
+    def strength(self, t: int) -> float:
+        """0 on rounds where the server does nothing, else s0 * (1 - t / T)."""
+        if t % self.k != 0 or t >= self.T:
+            return 0.0
+        return self.s0 * (1.0 - t / self.T)
+
+
+def printed_schedule(s0: float, k: int, rounds: int) -> Schedule:
+    """The paper's schedule: T is the run's number of rounds."""
+    return Schedule(s0, k, rounds)
+
+
+def released_schedule(s0: float, k: int, rounds: int, T: int = 300) -> Schedule:
+    """The released code's schedule (CLAIMS.md section 4): rounds divisible by k with a
+    fixed T = 300, whatever the run's length (so a short run barely decays tau)."""
+    del rounds  # deviation kept on purpose: the release does not tie T to the run length
+    return Schedule(s0, k, T)
+
+
+# ----------------------------------------------------------------------------- scores
+# A score function maps (key, w_new, w_prev, grad_or_None, generator) -> tensor of scores;
+# the lowest scores are pruned.
+Score = Callable[[str, torch.Tensor, torch.Tensor, Optional[torch.Tensor], torch.Generator],
+                 torch.Tensor]
+
+
+def update_sensitivity(key, w, w_prev, g, gen):
+    """LIPS's printed sensitivity s = |dw * w| (Sec. 4), dw = this round's global change
+    (aggregated weights minus the previous global weights)."""
+    return ((w - w_prev) * w).abs()
+
+
+def grad_sensitivity(key, w, w_prev, g, gen):
+    """The released score |grad * w|, with the gradient of the last local minibatch
+    (CLAIMS.md section 4); ``g`` is supplied by :class:`FedBNProbe` on pruning rounds."""
+    if g is None:
+        raise ValueError(f"grad_sensitivity needs the last-batch gradient of {key!r}")
+    return (g * w).abs()
+
+
+def random_score(key, w, w_prev, g, gen):
+    """Uniform random scores: a random mask of the same size (the paper's Table 4
+    "LIPS-Random" ablation)."""
+    return torch.rand(w.shape, generator=gen, dtype=torch.float64).to(w.device)
+
+
+def lowest_fraction_mask(score: torch.Tensor, fraction: float) -> torch.Tensor:
+    """Bool tensor, True on the ``floor(fraction * n)`` entries with the lowest score
+    (ties broken by position: a stable sort), False elsewhere."""
+    if not 0.0 <= fraction <= 1.0:
+        raise ValueError(f"fraction must lie in [0, 1], got {fraction}")
+    flat = score.reshape(-1)
+    m = int(np.floor(fraction * flat.numel()))
+    out = torch.zeros(flat.numel(), dtype=torch.bool, device=score.device)
+    if m > 0:
+        idx = torch.argsort(flat.double(), stable=True)[:m]
+        out[idx] = True
+    return out.reshape(score.shape)
+
+
+# ------------------------------------------------------------------------------ pieces
+@dataclass(frozen=True)
+class prune:
+    """Zero the lowest-``score`` fraction ``schedule.strength(t)`` of each chosen layer's
+    weight tensor, after aggregation (LIPS, Sec. 4 / Algorithm 1)."""
+
+    score: Score
+    schedule: Schedule
+    layers: str = "middle"  # "middle" (LIPS) or "all" (every conv / linear weight)
+    needs_grad: bool = False
+
+    def __call__(self, state: dict, prev: State, keys: Sequence[str], t: int,
+                 gen: torch.Generator, grads: Optional[State]) -> dict:
+        tau = self.schedule.strength(t)
+        if tau <= 0:
+            return state
+        out = dict(state)
+        for key in keys:
+            g = None if grads is None else grads[key]
+            s = self.score(key, state[key], prev[key], g, gen)
+            out[key] = torch.where(lowest_fraction_mask(s, tau), torch.zeros_like(state[key]),
+                                   state[key])
+        return out
+
+
+@dataclass(frozen=True)
+class gaussian_noise:
+    """Control: add N(0, (sigma(t) * std(w))^2) to each chosen weight tensor on the same
+    rounds as LIPS prunes, sigma(t) from the same decaying schedule (matched period)."""
+
+    schedule: Schedule
+    layers: str = "middle"
+    needs_grad: bool = False
+
+    def __call__(self, state, prev, keys, t, gen, grads):
+        sigma = self.schedule.strength(t)
+        if sigma <= 0:
+            return state
+        out = dict(state)
+        for key in keys:
+            w = state[key]
+            noise = torch.randn(w.shape, generator=gen, dtype=torch.float64).to(w)
+            out[key] = w + sigma * w.detach().double().std().to(w) * noise
+        return out
+
+
+# --------------------------------------------------------------------------- algorithm
+def _layer_weight_keys(model: torch.nn.Module, layers: Sequence[str]) -> list[str]:
+    # deviation: only the ``weight`` tensor of a layer is pruned; biases are left dense
+    # (the paper speaks of weights; conv biases are a negligible share of parameters).
+    names = set(layers)
+    return [k for k, _ in model.named_parameters() if k.endswith(".weight")
+            and k.rsplit(".", 1)[0] in names]
+
+
+class FedBNProbe(FedBN):
+    """FedBN + an optional server-side perturbation piece + an inertia probe.
+
+    Args:
+        post: a piece (:class:`prune` or :class:`gaussian_noise`) applied after
+            aggregation; None is plain FedBN.
+        freeze_after: when set, middle layers receive no update after that round (local
+            learning rate 0; the paper's Table 1 freeze test).
+        reference_round: the round whose global middle weights the cosine refers to
+            (the paper uses round 2).
+    """
+
+    name = "fedbn-probe"
+
+    def __init__(self, post=None, freeze_after: Optional[int] = None,
+                 reference_round: int = 2):
+        super().__init__()
+        self.post = post
+        self.freeze_after = freeze_after
+        self.reference_round = reference_round
+
+    def setup(self, model, fed, config):
+        super().setup(model, fed, config)
+        self.model, self.fed, self.config = model, fed, config
+        self.middle = middle_layers(model)
+        self.middle_keys = _layer_weight_keys(model, self.middle)
+        self.all_keys = _layer_weight_keys(model, weight_layers(model))
+        self.freeze_keys = [k for k, _ in model.named_parameters()
+                            if k.rsplit(".", 1)[0] in set(self.middle)]
+        self.reference: Optional[dict] = None
+        self._prev: Optional[State] = None
+        self._grads: list = []
+        self._gen = None
+
+    # -- local training: the freeze test --------------------------------------------------
+    def param_lr_scale(self, params, client_id, round, epoch, last_grads):
+        if self.freeze_after is None or round <= self.freeze_after:
+            return None
+        return {k: 0.0 for k in self.freeze_keys}
+
+    # -- the released score needs each client's last-minibatch gradient -------------------
+    def upload(self, before, after, client_id, round, n_samples):
+        up = super().upload(before, after, client_id, round, n_samples)
+        if self.post is not None and self.post.needs_grad and \
+                self.post.schedule.strength(round) > 0:
+            self._grads.append((float(n_samples), self._last_batch_grad(after, client_id,
+                                                                        round)))
+        return up
+
+    def _last_batch_grad(self, after: State, client_id: int, round: int) -> dict:
+        from audit.fl.engine import _client_steps  # the engine's minibatch order
+
+        c = self.fed.clients[client_id]
+        idx = torch.as_tensor(_client_steps(len(c.y_train), self.config, round,
+                                            client_id)[-1][1], device=c.x_train.device)
+        pkeys = [k for k, _ in self.model.named_parameters()]
+        params = {k: after[k].detach().clone().requires_grad_(True) for k in pkeys}
+        buffers = {k: v.detach().clone() for k, v in after.items() if k not in params}
+        with torch.enable_grad():
+            out = functional_call(self.model, (params, buffers), (c.x_train[idx],))
+            loss = torch.nn.functional.cross_entropy(out, c.y_train[idx])
+            keys = self.keys_for(self.post.layers)
+            # deviation: the gradient is taken at the client's weights after its last step
+            # (the release reads the gradient left from that step, i.e. before the update).
+            g = dict(zip(keys, torch.autograd.grad(loss, [params[k] for k in keys])))
+        return {k: g[k] for k in self.keys_for(self.post.layers)}
+
+    def keys_for(self, layers: str) -> list[str]:
+        if layers == "middle":
+            return self.middle_keys
+        if layers == "all":
+            return self.all_keys
+        raise ValueError(f"layers must be 'middle' or 'all', not {layers!r}")
+
+    # -- server side ----------------------------------------------------------------------
+    def aggregate(self, prev, uploads, round):
+        self._prev = prev
+        return super().aggregate(prev, uploads, round)
+
+    def server_post(self, global_state, round, rng):
+        out = dict(global_state)
+        if self._gen is None:  # one torch generator per run, seeded from the server rng
+            self._gen = torch.Generator().manual_seed(int(rng.integers(2 ** 62)))
+        if self.post is not None:
+            grads = None
+            if self._grads:
+                w = [a for a, _ in self._grads]
+                grads = {k: sum(wi * g[k] for wi, (_, g) in zip(w, self._grads)) / sum(w)
+                         for k in self._grads[0][1]}
+                self._grads = []
+            out = self.post(out, self._prev, self.keys_for(self.post.layers), round,
+                            self._gen, grads)
+        if round == self.reference_round:
+            self.reference = {k: out[k].detach().clone() for k in self.middle_keys}
+        return out
+
+    def round_metrics(self, round, global_state, prev_global, uploads, client_ids):
+        m = {"middle_zero_frac": float(np.mean(
+            [(global_state[k] == 0).double().mean().item() for k in self.middle_keys]))}
+        if self.reference is not None:
+            cos = [torch.nn.functional.cosine_similarity(
+                global_state[k].reshape(-1).double(), self.reference[k].reshape(-1).double(),
+                dim=0, eps=1e-300).item() for k in self.middle_keys]
+            for k, c in zip(self.middle_keys, cos):
+                m[f"cos:{k.rsplit('.', 1)[0]}"] = c
+            m["middle_cos"] = float(np.mean(cos))
+        return m
