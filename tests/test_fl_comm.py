@@ -8,6 +8,7 @@ from hypothesis import strategies as st
 
 from audit.fl import comm
 from audit.fl.aggregate import Upload
+from audit.fl.engine import Algorithm, FLConfig, run_federated
 
 
 class Tiny(nn.Module):
@@ -89,11 +90,8 @@ def test_log_totals_per_round_and_direction():
         log.record("sideways", 1, 0, fc)
 
 
-class _Stub:
+class _Stub(Algorithm):
     name = "stub"
-
-    def broadcast(self, g, k, r):
-        return g
 
     def upload(self, before, after, k, r, n_samples):
         return Upload({"a": after["a"]}, {"a": after["a"] > 0}, float(n_samples))
@@ -105,7 +103,8 @@ def test_metered_records_engine_calls_only():
     g = {"a": torch.tensor([1.0, -1.0, 2.0, 0.0]), "b": torch.zeros(2, dtype=torch.float64)}
     alg.broadcast(g, 3, 1)
     up = alg.upload(g, g, 3, 1, n_samples=7)
-    assert up.weight == 7.0 and alg.name == "stub"
+    alg.personal_state(g, None, 3, 1)  # evaluation: not a transfer
+    assert up.weight == 7.0 and alg.name == "stub" and isinstance(alg, _Stub)
     # down: a 16 B + b 16 B; up: 2 of 4 selected -> auto: sparse 2 x 8 = 16 <= dense 16? ties
     # go to dense, so 16 B dense
     assert [t.bytes for t in log.transfers] == [32, 16]
@@ -121,3 +120,25 @@ def test_auto_is_min_of_dense_and_sparse(n, seed, ib):
     nnz = int(mask.sum())
     got = comm.tensor_bytes("w", t, mask=mask, encoding="auto", index_bytes=ib).bytes
     assert got == min(4 * n, nnz * (4 + ib))
+
+
+def test_metered_engine_run_counts_every_round_and_client():
+    # Prepare: 3 clients, 2 rounds of FedAvg with the Tiny-free reference CNN on blobs
+    from audit.fl.data import make_federated, iid_partition, synthetic_classification
+    from audit.fl.models import build_model
+
+    ds = synthetic_classification(0, n=120, num_classes=3, shape=(1, 4, 4))
+    rng = np.random.default_rng(0)
+    fed = make_federated(ds, iid_partition(len(ds.y_train), 3, rng), 0.0, 0.2, rng)
+    model_fn = lambda: build_model("cnn", 3, 1, 4)  # noqa: E731
+    m = model_fn()
+    log = comm.CommLog()
+    # Execute
+    run_federated(model_fn, fed, comm.metered(Algorithm(), log, dict(m.named_parameters())),
+                  FLConfig(rounds=2, seed=0))
+    # Assert: cnn on 4x4: conv1 1*16*9+16 = 160, conv2 16*32*9+32 = 4640, fc 32*16*3+3
+    # = 1539 -> 6339 floats = 25,356 B per message; 2 rounds x 3 clients x 2 directions
+    per = 6339 * 4
+    assert comm.dense_bytes(torch.zeros(6339)) == per
+    assert log.per_round() == {1: {"up": 3 * per, "down": 3 * per},
+                               2: {"up": 3 * per, "down": 3 * per}}

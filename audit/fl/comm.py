@@ -22,10 +22,9 @@ Public API (stable; falsifiers import these names)
 - ``CommLog``: an append-only list of transfers with ``record(...)``, ``total(direction=None,
   kind=None)``, ``per_round()`` -> {round: {"up": bytes, "down": bytes}},
   ``per_client()``, ``rows()`` (one JSON-able row per transfer) and ``summary()``.
-- ``metered(algorithm, log, param_names, encoding="auto")``: wraps an engine
-  ``Algorithm`` so that every ``broadcast`` (down) and ``upload`` (up) the engine calls
-  in its round loop is recorded; evaluation calls made inside the algorithm itself are
-  not transfers and are not counted.
+- ``metered(algorithm, log, param_names, encoding="auto")``: makes an engine
+  ``Algorithm`` record every ``broadcast`` (down) and ``upload`` (up) it performs (see
+  its docstring for evaluation calls).
 
 Conventions. Bytes are exact integers. Tensors on the ``meta`` device count like real
 ones (their element size and count are known), so the paper-size protocol of a
@@ -229,38 +228,56 @@ class CommLog:
                 "per_round": {str(r): v for r, v in self.per_round().items()}}
 
 
-class _Metered:
-    """An engine ``Algorithm`` whose broadcast and upload are recorded in a log."""
-
-    def __init__(self, inner: Any, log: CommLog, param_names, encoding: str,
-                 index_bytes: int) -> None:
-        self._inner, self._log = inner, log
-        self._params = None if param_names is None else frozenset(param_names)
-        self._encoding, self._index_bytes = encoding, index_bytes
-
-    def __getattr__(self, name: str) -> Any:  # every other hook is the algorithm's own
-        return getattr(self._inner, name)
-
-    def broadcast(self, global_state, client_id, round):
-        sent = self._inner.broadcast(global_state, client_id, round)
-        self._log.record("down", round, client_id, sent, param_names=self._params,
-                         encoding=self._encoding, index_bytes=self._index_bytes,
-                         label="broadcast")
+def _metered_broadcast(self, global_state, client_id, round):
+    sent = super(self._comm_base, self).broadcast(global_state, client_id, round)
+    if self._comm_paused:  # an evaluation, not a transfer
         return sent
+    log, params, enc, ib = self._comm
+    log.record("down", round, client_id, sent, param_names=params, encoding=enc,
+               index_bytes=ib, label="broadcast")
+    return sent
 
-    def upload(self, before, after, client_id, round, n_samples):
-        up = self._inner.upload(before, after, client_id, round, n_samples=n_samples)
-        self._log.record("up", round, client_id, up.state, param_names=self._params,
-                         mask=up.mask, encoding=self._encoding,
-                         index_bytes=self._index_bytes, label="upload")
-        return up
+
+def _metered_upload(self, before, after, client_id, round, n_samples):
+    up = super(self._comm_base, self).upload(before, after, client_id, round,
+                                             n_samples=n_samples)
+    log, params, enc, ib = self._comm
+    log.record("up", round, client_id, up.state, param_names=params, mask=up.mask,
+               encoding=enc, index_bytes=ib, label="upload")
+    return up
+
+
+def _metered_personal_state(self, global_state, client_state, client_id, round):
+    self._comm_paused = True
+    try:
+        return super(self._comm_base, self).personal_state(global_state, client_state,
+                                                           client_id, round)
+    finally:
+        self._comm_paused = False
 
 
 def metered(algorithm: Any, log: CommLog, param_names: Optional[Iterable[str]] = None,
             encoding: str = "auto", index_bytes: int = 4) -> Any:
-    """``algorithm`` with every engine-called broadcast (down) and upload (up) logged.
+    """Make ``algorithm`` log every broadcast (down) and upload (up); returns it.
+
+    The algorithm's class is swapped IN PLACE for a subclass whose ``broadcast`` and
+    ``upload`` call the original ones and record what they return, so every other hook,
+    attribute and ``type(...)`` check of the engine behaves as before. A ``broadcast``
+    made inside ``personal_state`` (the engine's evaluation of a client's model) is not
+    a transfer and is not recorded.
 
     ``param_names``: the model's parameter names (``dict(model.named_parameters())``),
     so that buffers are listed apart; None counts every tensor as a parameter.
     """
-    return _Metered(algorithm, log, param_names, encoding, index_bytes)
+    base = type(algorithm)
+    if getattr(algorithm, "_comm", None) is not None:
+        raise ValueError("algorithm is already metered")
+    cls = type(f"Metered{base.__name__}", (base,),
+               {"broadcast": _metered_broadcast, "upload": _metered_upload,
+                "personal_state": _metered_personal_state, "_comm_base": None})
+    cls._comm_base = cls
+    algorithm._comm = (log, None if param_names is None else frozenset(param_names),
+                       encoding, index_bytes)
+    algorithm._comm_paused = False
+    algorithm.__class__ = cls
+    return algorithm
