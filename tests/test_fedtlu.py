@@ -1,0 +1,279 @@
+"""Tests of audit/algorithms/fedtlu.py: the exact proof pieces, the score, the selection.
+
+Reference values are closed forms, written next to each assertion.
+"""
+from __future__ import annotations
+
+import math
+from fractions import Fraction
+
+import numpy as np
+import pytest
+import torch
+from hypothesis import assume, find, given, settings
+from hypothesis import strategies as st
+from hypothesis.extra.numpy import arrays
+
+from audit import stats
+from audit.algorithms import fedtlu as tlu
+from audit.experiments.fedtlu_lower_bound import holm_levels
+from audit.fl.aggregate import Upload, chain, fedavg, weighted_mean
+from audit.fl.models import build_lm
+
+fracs = st.fractions(min_value=Fraction(1, 16), max_value=4, max_denominator=16)
+
+
+# ------------------------------------------------------------------------------ the proof
+def test_isotropic_test_exact():
+    # Prepare: the reviewer's test, L = 3, eta = 1, |w| = 1, delta = 0.05 A.
+    t = tlu.isotropic_test()
+    # A = L^2 |w|^2 = 9; D = eta*a*(1 - eta*L/2) = -a/2 per block, so
+    # D_full = -9/2 and D_S = -(0.95*9)/2 = -171/40, equal to the bounds.
+    assert t.A == 9 and t.delta == Fraction(9, 20)
+    assert t.d_full == t.lb_full == Fraction(-9, 2)
+    assert t.d_subset == t.lb_subset == Fraction(-171, 40)
+    assert not t.counterexample and t.both_increase
+    assert t.d_subset > t.d_full  # the subset step raises the loss less
+
+
+def test_isotropic_direct_evaluation_matches():
+    # the same test evaluated as f(w) - f(w') on vectors: w = (sqrt(0.95), sqrt(0.05))
+    H = 3.0 * np.eye(2)
+    w = np.array([math.sqrt(0.95), math.sqrt(0.05)])
+    assert tlu.quadratic_change(H, w, 1.0) == pytest.approx(-4.5, abs=1e-12)
+    assert tlu.quadratic_change(H, w, 1.0, np.array([True, False])) == pytest.approx(
+        -4.275, abs=1e-12)
+
+
+def test_simplest_counterexample_numbers():
+    # curvature 3 on the subset, 3/2 on the rest (eta*c_R = 1.5 < 2 < 3 = eta*L):
+    # D_R = 0.45*(1 - 0.75) = 0.1125 so D_full = -4.275 + 0.1125 = -4.1625 > D_S = -4.275,
+    # while LB_S = -4.275 > LB_full = -4.5.
+    t = tlu.TwoBlock(c_S=3, c_R=Fraction(3, 2), eta=1, A=9, delta=Fraction(9, 20))
+    assert t.d_full == Fraction(-333, 80) and t.d_subset == Fraction(-171, 40)
+    assert t.lb_subset > t.lb_full and t.d_full > t.d_subset and t.counterexample
+
+
+def _random_quadratic(seed: int, d: int, L: float):
+    rng = np.random.default_rng(seed)
+    q, _ = np.linalg.qr(rng.standard_normal((d, d)))
+    lam = rng.uniform(-L, L, d)
+    return (q * lam) @ q.T, rng.standard_normal(d)
+
+
+@given(seed=st.integers(0, 10_000), d=st.integers(2, 6), eta=st.floats(0.01, 4.0),
+       k=st.integers(1, 5))
+def test_closed_form_matches_direct_and_lemma_holds(seed, d, eta, k):
+    H, w = _random_quadratic(seed, d, 1.0)
+    L = float(np.abs(np.linalg.eigvalsh(H)).max())
+    mask = np.arange(d) < min(k, d - 1)
+    g = H @ w
+    A, aS = float(g @ g), float(g[mask] @ g[mask])
+    for m, lb in ((None, tlu.lower_bound(A, eta, L)),
+                  (mask, tlu.lower_bound(A, eta, L, A - aS))):
+        direct = tlu.quadratic_change(H, w, eta, m)
+        closed = tlu.quadratic_change_closed(H, w, eta, m)
+        assert direct == pytest.approx(closed, rel=1e-9, abs=1e-9)
+        assert direct >= lb - 1e-9 * (1 + abs(lb))  # the descent lemma (L-smoothness)
+
+
+@given(L=fracs, eta=fracs, df=st.fractions(0, 1, max_denominator=20))
+def test_isotropic_bounds_are_equalities(L, eta, df):
+    # curvature L in every direction: the descent lemma is tight, for any eta and delta,
+    # so no isotropic instance can ever be a counterexample to the ordering.
+    t = tlu.TwoBlock(c_S=L, c_R=L, eta=eta, A=1, delta=df)
+    assert t.d_full == t.lb_full and t.d_subset == t.lb_subset
+    assert not t.counterexample
+
+
+@given(cS=fracs, cR=fracs, eta=fracs, df=st.fractions(Fraction(1, 100), 1, max_denominator=100))
+def test_counterexample_region_is_exact(cS, cR, eta, df):
+    t = tlu.TwoBlock(c_S=cS, c_R=cR, eta=eta, A=1, delta=df)
+    assert t.counterexample == (eta * t.L > 2 and eta * cR < 2)
+
+
+def test_hypothesis_finds_a_counterexample():
+    found = find(st.tuples(fracs, fracs, fracs),
+                 lambda a: tlu.TwoBlock(c_S=a[0], c_R=a[1], eta=a[2], A=1,
+                                        delta=Fraction(1, 20)).counterexample,
+                 settings=settings(max_examples=2000, database=None))
+    t = tlu.TwoBlock(c_S=found[0], c_R=found[1], eta=found[2], A=1, delta=Fraction(1, 20))
+    assert t.lb_subset > t.lb_full and t.d_full > t.d_subset
+
+
+@given(L=fracs, eta=fracs, slack=st.fractions(Fraction(1, 100), Fraction(1, 20),
+                                              max_denominator=100))
+def test_strict_assumption_b_breaks_printed_bound_iff_etaL_above_2(L, eta, slack):
+    # subset holds A - delta + slack; the printed bound uses A - delta. Multiplying the
+    # inequality by (1 - eta*L/2) < 0 reverses it: the bound fails exactly when eta*L > 2.
+    t = tlu.TwoBlock(c_S=L, c_R=L, eta=eta, A=1, delta=Fraction(1, 20), slack=slack)
+    assert (t.d_subset < t.lb_subset) == (eta * L > 2)
+
+
+def test_two_block_rejects_invalid_L():
+    with pytest.raises(ValueError, match="not a smoothness constant"):
+        tlu.TwoBlock(c_S=3, c_R=1, eta=1, A=1, delta=0, L=2)
+
+
+def test_random_quadratics_never_break_the_lemma():
+    q = tlu.random_quadratics(np.random.default_rng(5), 2000)
+    tol = 1e-9 * (1 + np.abs(q["lb_full"]))
+    assert (q["d_full"] >= q["lb_full"] - tol).all()
+    assert (q["d_subset"] >= q["lb_subset"] - tol).all()
+
+
+# ------------------------------------------------------------------------------ the score
+vecs = arrays(np.float64, st.integers(2, 50),
+              elements=st.floats(-1e3, 1e3, allow_nan=False, allow_subnormal=False))
+
+
+@given(x=vecs, c=st.floats(1e-3, 1e3) | st.floats(-1e3, -1e-3))
+def test_score_is_scale_invariant(x, c):
+    assume(np.std(x) > 1e-6 * (1 + np.abs(x).max()))
+    assert tlu.score(c * x) == pytest.approx(tlu.score(x), rel=1e-9)
+
+
+@given(x=vecs)
+def test_score_identity(x):
+    assume(np.std(x) > 1e-6 * (1 + np.abs(x).max()))
+    # ||x||^2 / n = mean^2 + var (population), hence the identity
+    assert tlu.score(x) == pytest.approx(tlu.score_identity(x), rel=1e-9)
+    assert tlu.score(x) >= 1.0 - 1e-12  # sqrt(1 + nonnegative)
+
+
+def test_score_std_zero_cases_and_reference():
+    assert tlu.score(np.full(7, 0.3)) == math.inf  # constant non-zero: the limit
+    assert tlu.score(np.full(7, -2.0)) == math.inf
+    assert tlu.score(np.zeros(5)) == 0.0  # the layer did not move
+    assert tlu.score(np.array([4.0])) == math.inf  # a one-entry layer is constant
+    with pytest.raises(ValueError):
+        tlu.score(np.array([]))
+    # [1, 2, 3, -1]: mean 1.25, population var 2.1875, sqrt(1 + 1.5625/2.1875) = 1.30931
+    assert tlu.score(np.array([1.0, 2.0, 3.0, -1.0])) == pytest.approx(1.3093073414, rel=1e-9)
+    # zero-mean update: score exactly 1, however large it is
+    assert tlu.score(np.array([-5e3, 5e3])) == pytest.approx(1.0)
+    t = torch.tensor([1.0, 2.0, 3.0, -1.0])
+    assert tlu.score(t) == pytest.approx(1.3093073414, rel=1e-6)
+
+
+# ------------------------------------------------------------------------ block selection
+def _lm():
+    torch.manual_seed(0)
+    return build_lm(vocab_size=11, d_model=8, n_heads=2, n_layers=4, max_len=8)
+
+
+def test_blocks_and_groups_of_tiny_lm():
+    m = _lm()
+    keys = [n for n, _ in m.named_parameters()]
+    blocks, groups = tlu.blocks_and_groups(m.state_dict(), keys)
+    assert list(blocks)[:2] == ["tok_emb", "pos_emb"]
+    assert ["blocks.0", "blocks.1", "blocks.2", "blocks.3"] in groups
+    assert sorted(len(g) for g in groups) == [1, 1, 1, 1, 4]
+    assert tlu.block_of("blocks.3.attn.qkv.weight") == "blocks.3"
+    assert tlu.block_of("head.bias") == "head"
+
+
+@pytest.mark.parametrize("size,portion,expected", [(4, 0.5, 2), (4, 0.25, 1), (4, 0.75, 3),
+                                                   (1, 0.5, 1), (4, 1.0, 4), (3, 0.01, 1)])
+def test_n_selected(size, portion, expected):
+    assert tlu.n_selected(size, portion) == expected
+
+
+def test_selectors():
+    g = ["b0", "b1", "b2", "b3"]
+    sc = {"b0": 1.0, "b1": 5.0, "b2": 2.0, "b3": 5.0}
+    rng = np.random.default_rng(0)
+    assert tlu.select_blocks("fedtlu", g, 2, sc, rng) == ["b1", "b3"]
+    assert tlu.select_blocks("last", g, 2, sc, rng) == ["b2", "b3"]
+    assert tlu.select_blocks("full", g, 2, sc, rng) == g
+    r1 = tlu.select_blocks("random", g, 2, sc, np.random.default_rng(3))
+    assert r1 == tlu.select_blocks("random", g, 2, sc, np.random.default_rng(3))
+    assert len(set(r1)) == 2
+    with pytest.raises(ValueError):
+        tlu.select_blocks("best", g, 2, sc, rng)
+
+
+def _uploads(m, n=3):
+    base = {k: v.clone() for k, v in m.state_dict().items()}
+    gen = torch.Generator().manual_seed(1)
+    ups = []
+    for i in range(n):
+        st_ = {k: v + 0.1 * torch.randn(v.shape, generator=gen) for k, v in base.items()}
+        ups.append(Upload(st_, None, float(i + 1)))
+    return base, ups
+
+
+@pytest.mark.parametrize("selector", ["fedtlu", "random", "last"])
+def test_targeted_piece_freezes_exactly_the_unselected_blocks(selector):
+    m = _lm()
+    keys = [n for n, _ in m.named_parameters()]
+    prev, ups = _uploads(m)
+    log = []
+    rule = chain(weighted_mean(), tlu.targeted_update(selector, 0.5, keys,
+                                                      np.random.default_rng(0), log))
+    new, avg = rule(prev, ups), fedavg()(prev, ups)
+    chosen = set(log[-1].selected)
+    assert sum(b.startswith("blocks.") for b in chosen) == 2
+    for k in keys:
+        expected = avg[k] if tlu.block_of(k) in chosen else prev[k]
+        assert torch.equal(new[k], expected), k
+    if selector == "fedtlu":  # the chosen repeated blocks are the two top-scored ones
+        sc = log[-1].scores
+        top = sorted((b for b in sc if b.startswith("blocks.")), key=lambda b: -sc[b])[:2]
+        assert set(top) <= chosen
+
+
+def test_full_selector_is_fedavg():
+    m = _lm()
+    keys = [n for n, _ in m.named_parameters()]
+    prev, ups = _uploads(m)
+    rule = chain(weighted_mean(), tlu.targeted_update("full", 0.5, keys,
+                                                      np.random.default_rng(0)))
+    new, avg = rule(prev, ups), fedavg()(prev, ups)
+    assert all(torch.equal(new[k], avg[k]) for k in avg)
+
+
+def test_shuffle_targets_only_touches_chosen_clients():
+    from audit.fl.data import ClientData, FederatedData
+
+    gen = torch.Generator().manual_seed(0)
+    cl = [ClientData(*(torch.randint(0, 9, (4, 5), generator=gen) for _ in range(6)))
+          for _ in range(3)]
+    fed = FederatedData(cl, cl[0].x_test, cl[0].y_test, 9)
+    out = tlu.shuffle_targets(fed, [1], np.random.default_rng(0))
+    assert torch.equal(out.clients[0].y_train, cl[0].y_train)
+    assert torch.equal(out.clients[2].y_train, cl[2].y_train)
+    assert not torch.equal(out.clients[1].y_train, cl[1].y_train)
+    assert torch.equal(out.clients[1].y_train.flatten().sort().values,
+                       cl[1].y_train.flatten().sort().values)  # a permutation
+    assert torch.equal(out.clients[1].x_train, cl[1].x_train)
+
+
+def test_targeted_update_in_the_engine_full_equals_fedavg_and_ratio_in_range():
+    from audit.fl.data import contiguous_partition, load_stdlib_chars, make_federated
+    from audit.fl.engine import Algorithm, FLConfig, run_federated
+
+    ds = load_stdlib_chars(seq_len=8, max_chars=3000)
+    fed = make_federated(ds, contiguous_partition(len(ds.y_train), 3), 0.0, 0.0,
+                         np.random.default_rng(0))
+    mk = lambda: build_lm(vocab_size=ds.num_classes, d_model=8, n_heads=2, n_layers=2,
+                          max_len=8)
+    cfg = FLConfig(rounds=2, batch_size=64, lr=0.5, seed=0, eval_personal=False,
+                   layer_metrics=False)
+    h_avg = run_federated(mk, fed, Algorithm(), cfg)
+    h_full = run_federated(mk, fed, tlu.TargetedUpdate("full", 0.5), cfg)
+    assert h_full.test_loss == h_avg.test_loss
+    alg = tlu.TargetedUpdate("fedtlu", 0.5, probe=(ds.x_train[:16], ds.y_train[:16]))
+    h = run_federated(mk, fed, alg, cfg)
+    for a in h.algo:
+        assert 0.0 < a["ratio_model"] < 1.0
+        assert 0.0 <= a["ratio_group"] <= 1.0
+        assert a["ratio_group_random"] == pytest.approx(0.5)  # 1 of 2 blocks, on average
+
+
+# ------------------------------------------------------------------------------- Holm
+@given(p=st.lists(st.floats(0.0, 1.0), min_size=1, max_size=6))
+def test_holm_levels_reproduce_holm(p):
+    levels = holm_levels(p, 0.05)
+    _, reject = stats.holm(p, 0.05)
+    assert [pi <= li for pi, li in zip(p, levels)] == reject.tolist()
