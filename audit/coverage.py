@@ -218,7 +218,8 @@ def cover_record(record: Mapping, source: str, registry: Mapping, out: Path
     for claim in claims:
         for f, part in declared_fields(claim):
             if f not in paths:
-                cov.dangling.append(f"{claim.id} declares {f!r}, which the record lacks")
+                cov.dangling.append(f"{claim.id} declares {f!r}, which is not an item path "
+                                   "of this record, so it covers nothing")
                 continue
             verdict, scale = _verdict(claim, part, out)
             by_path.setdefault(f, []).append(Cover(claim.id, part, verdict, scale))

@@ -27,7 +27,7 @@ ITEMS = {
         proposed="fedtlu-lower-bound"),
     "referee_report.minor_comments[0]": Note(
         "The block score divides by a standard deviation that can be zero.",
-        reason="checkable in closed form, but no claim declares it yet",
+        reason="shown in fedtlu-lower-bound's score table, but no part decides it",
         proposed="fedtlu-lower-bound"),
     "referee_report.minor_comments[1]": Note(
         "Grouping blocks 'by parameter sequence' is not defined operationally.",

@@ -30,7 +30,7 @@ ITEMS = {
         reason=PRESENTATION),
     "referee_report.minor_comments[2]": Note(
         "Eq. 4 learning rate is unbounded as the layer gradient norm tends to zero.",
-        reason="checkable in closed form, but no claim declares it yet",
+        reason="computed exactly in flayer-masked-zero's Eq. 4 table, but no part decides it",
         proposed="flayer-masked-zero"),
     "referee_report.minor_comments[3]": Note(
         "How head size s was chosen outside CIFAR-100, and its stability, is unreported.",

@@ -15,12 +15,15 @@ ITEMS = {
         proposed="lips-dropout-control"),
     "referee_report.major_comments[0]": Note(
         "Random masks match or beat sensitivity masks in Table 4.",
+        reason="lips-dropout-control runs a random-mask arm, but no part decides it",
         proposed="lips-dropout-control"),
     "referee_report.major_comments[1]": Note(
         "No dropout, weight-decay or noise control against generic regularisation.",
         proposed="lips-dropout-control"),
     "referee_report.major_comments[2]": Note(
         "tau0 and k picked on the test sets; final versus best-round accuracy unclear.",
+        reason="lips-dropout-control reports the selection optimism of its own tuning, "
+               "but no part decides it",
         proposed="lips-dropout-control"),
     "referee_report.major_comments[3]": Note(
         "Inertia is blamed on overfitting, yet no overfitting measurement is shown.",
