@@ -388,22 +388,39 @@ def _overrides(alg: Algorithm, name: str) -> bool:
     return getattr(type(alg), name) is not getattr(Algorithm, name)
 
 
+def _has_batch_stats(model: nn.Module) -> bool:
+    """True if a module normalises with batch statistics in training mode (BatchNorm)."""
+    return any(isinstance(m, nn.modules.batchnorm._BatchNorm) for m in model.modules())
+
+
 class _Trainer:
-    """Holds the template model and the functional loss; both paths use it."""
+    """Holds the template model and the functional loss; both paths use it.
+
+    Batched path: at local step s every client that still has a step s takes it
+    together. Without BatchNorm, shorter minibatches (a client's last one) are padded
+    to the step's largest size with weight-0 samples, so the loss is the mean over the
+    real samples and one vmap call serves all active clients. With BatchNorm (batch
+    statistics would see the padding) clients are grouped by exact minibatch size.
+    """
 
     def __init__(self, model: nn.Module, alg: Algorithm, cfg: FLConfig):
         self.model, self.alg, self.cfg = model, alg, cfg
         self.pkeys = [n for n, _ in model.named_parameters()]
         self.bkeys = [n for n, _ in model.named_buffers()]
         self.use_lr_hook = _overrides(alg, "param_lr_scale")
-        self._vgrad = vmap(grad(self._loss), in_dims=(0, 0, 0, 0, 0),
-                           randomness="different")
-        self._vgrad_noreg = vmap(grad(self._loss), in_dims=(0, 0, 0, 0, None),
-                                 randomness="different")
+        self.pad = not _has_batch_stats(model)
+        g = grad(self._loss)
+        self._vgrad = vmap(g, in_dims=(0, 0, 0, 0, 0, 0), randomness="different")
+        self._vgrad_noreg = vmap(g, in_dims=(0, 0, 0, 0, 0, None), randomness="different")
 
-    def _loss(self, params, buffers, x, y, ctx):
+    def _loss(self, params, buffers, x, y, w, ctx):
         out = functional_call(self.model, (params, buffers), (x,))
-        loss, _ = _loss_and_correct(out, y)
+        if w is None:
+            loss, _ = _loss_and_correct(out, y)
+        else:  # per-sample weights (0 = padding): mean over the real samples
+            per, _ = _loss_and_correct(out, y, reduction="none")
+            per = per.reshape(w.shape[0], -1)
+            loss = (per * w[:, None]).sum() / (w.sum() * per.shape[1])
         if ctx is not None:
             loss = loss + self.alg.regularizer(params, ctx)
         return loss
@@ -427,7 +444,7 @@ class _Trainer:
                 cur_epoch = epoch
                 scale = self._scale(params, cid, r, epoch, last_g)
             it = torch.as_tensor(idx, device=x.device)
-            g = gfn(params, buffers, x[it], y[it], ctx)
+            g = gfn(params, buffers, x[it], y[it], None, ctx)
             for k in self.pkeys:
                 lr = cfg.lr if scale is None or k not in scale else cfg.lr * scale[k]
                 params[k], mom[k] = _sgd(params[k], g[k], mom[k], lr, cfg)
@@ -435,6 +452,28 @@ class _Trainer:
         return {**params, **buffers}
 
     # -- batched clients ------------------------------------------------------------------
+    def _schedule(self, steps: list, offsets: list):
+        """[(s, b, js, gidx rows, weight rows)] : one or more vmap calls per local step."""
+        K, S = len(steps), max(len(st) for st in steps)
+        out = []
+        for s in range(S):
+            active = [j for j in range(K) if s < len(steps[j])]
+            if self.pad:
+                groups = {max(len(steps[j][s][1]) for j in active): active}
+            else:
+                groups = defaultdict(list)
+                for j in active:
+                    groups[len(steps[j][s][1])].append(j)
+            for b, js in sorted(groups.items()):
+                rows, wrows = [], []
+                for j in js:
+                    li = offsets[j] + steps[j][s][1]
+                    n = len(li)
+                    rows.append(np.concatenate([li, np.full(b - n, li[0])]))
+                    wrows.append(np.concatenate([np.ones(n), np.zeros(b - n)]))
+                out.append((s, b, js, rows, wrows))
+        return out
+
     def train_many(self, starts: list, xs: torch.Tensor, ys: torch.Tensor,
                    offsets: list, sizes: list, cids: list, r: int) -> list:
         """Train K clients at once. ``xs``/``ys``: all clients' training data
@@ -443,66 +482,59 @@ class _Trainer:
         K = len(starts)
         P = {k: torch.stack([s[k].detach() for s in starts]) for k in self.pkeys}
         B = {k: torch.stack([s[k].detach() for s in starts]).clone() for k in self.bkeys}
-        M = {k: torch.zeros_like(v) for k, v in P.items()}
+        M = {k: torch.zeros_like(v) for k, v in P.items()} if cfg.momentum else None
         ctxs = [self.alg.regularizer_context(s, c, r) for s, c in zip(starts, cids)]
         C = None if ctxs[0] is None else {k: torch.stack([c[k] for c in ctxs]) for k in ctxs[0]}
         steps = [_client_steps(n, cfg, r, c) for n, c in zip(sizes, cids)]
-        S = max(len(s) for s in steps)
-
-        # schedule: for each step, groups of clients with equal minibatch size
-        sched, flat = [], []
-        pos = 0
-        for s in range(S):
-            groups = defaultdict(list)
-            for j in range(K):
-                if s < len(steps[j]):
-                    groups[len(steps[j][s][1])].append(j)
-            for b, js in sorted(groups.items()):
-                gidx = np.concatenate([offsets[j] + steps[j][s][1] for j in js])
-                flat.append(gidx)
-                sched.append((s, b, js, pos, len(gidx)))
-                pos += len(gidx)
-        all_idx = torch.as_tensor(np.concatenate(flat), device=dev)
-        all_js = {}
-
+        sched = self._schedule(steps, offsets)
+        # every index and weight of the round in one transfer
+        all_idx = torch.as_tensor(np.concatenate([np.concatenate(g[3]) for g in sched]),
+                                  device=dev)
+        all_w = torch.as_tensor(np.concatenate([np.concatenate(g[4]) for g in sched]),
+                                dtype=xs.dtype if xs.is_floating_point() else torch.float32,
+                                device=dev)
+        js_cache = {}
         scale = None  # dict name -> (K, ...) tensor, or None
         last_g = None
-        for s, b, js, p0, ln in sched:
+        pos = 0
+        for s, b, js, rows, _ in sched:
+            n = len(js) * b
+            idx, w = all_idx[pos:pos + n], all_w[pos:pos + n].reshape(len(js), b)
+            pos += n
             if self.use_lr_hook:
                 for j in js:
                     e = steps[j][s][0]
                     if s == 0 or steps[j][s - 1][0] != e:
                         scale = self._set_scale_row(scale, P, j, cids[j], r, e, last_g)
-            idx = all_idx[p0:p0 + ln]
             x = xs[idx].reshape(len(js), b, *xs.shape[1:])
             y = ys[idx].reshape(len(js), b, *ys.shape[1:])
             whole = len(js) == K
             if whole:
+                jt = None
                 Pg, Bg, Mg, Cg = P, B, M, C
             else:
-                key = tuple(js)
-                jt = all_js.get(key)
+                jt = js_cache.get(tuple(js))
                 if jt is None:
-                    jt = all_js[key] = torch.as_tensor(js, device=dev)
-                Pg = {k: v.index_select(0, jt) for k, v in P.items()}
-                Bg = {k: v.index_select(0, jt) for k, v in B.items()}
-                Mg = {k: v.index_select(0, jt) for k, v in M.items()}
-                Cg = None if C is None else {k: v.index_select(0, jt) for k, v in C.items()}
+                    jt = js_cache[tuple(js)] = torch.as_tensor(js, device=dev)
+                sel = lambda d: None if d is None else {k: v.index_select(0, jt)  # noqa: E731
+                                                        for k, v in d.items()}
+                Pg, Bg, Mg, Cg = sel(P), sel(B), sel(M), sel(C)
             if Cg is None:
-                g = self._vgrad_noreg(Pg, Bg, x, y, None)
+                g = self._vgrad_noreg(Pg, Bg, x, y, w, None)
             else:
-                g = self._vgrad(Pg, Bg, x, y, Cg)
+                g = self._vgrad(Pg, Bg, x, y, w, Cg)
             for k in self.pkeys:
                 lr = cfg.lr
                 if scale is not None and k in scale:
-                    sk = scale[k] if whole else scale[k].index_select(0, jt)
-                    lr = cfg.lr * sk
-                newp, newm = _sgd(Pg[k], g[k], Mg[k], lr, cfg)
+                    lr = cfg.lr * (scale[k] if whole else scale[k].index_select(0, jt))
+                newp, newm = _sgd(Pg[k], g[k], None if Mg is None else Mg[k], lr, cfg)
                 if whole:
-                    P[k], M[k] = newp, newm
+                    P[k] = newp
+                    if M is not None:
+                        M[k] = newm
                 else:
                     P[k].index_copy_(0, jt, newp)
-                    if cfg.momentum:
+                    if M is not None:
                         M[k].index_copy_(0, jt, newm)
             if not whole:
                 for k in self.bkeys:

@@ -1,0 +1,143 @@
+"""The engine's reference workload, timed against a plain per-client loop in one process.
+
+``run_bench(device="cpu") -> dict`` (the ``audit bench`` command prints it as JSON):
+
+Workload (issue 3, item 5): scikit-learn digits, 80/20 stratified split (seed 0),
+Dirichlet(0.1) label skew over 20 clients (seed 0, min 10 samples each), all clients
+every round, 50 rounds, 1 local epoch, batch 32, SGD lr 0.05, the reference CNN
+conv(1->16, 3x3, pad 1)-relu-conv(16->32, 3x3, pad 1)-relu-flatten-linear(2048->10).
+FedAvg weighted by client sample counts; global test accuracy after the last round.
+
+Returned keys:
+    seconds            wall time of the engine's batched path (``fast=True``)
+    baseline_seconds   wall time of a plain loop (nn.Module + torch.optim.SGD per client,
+                       load_state_dict / state_dict, weighted average), same process
+    ratio              baseline_seconds / seconds
+    accuracy           engine's global test accuracy
+    baseline_accuracy  plain loop's global test accuracy
+    sequential_seconds the engine's sequential reference path (only if ``sequential``)
+    cpu_seconds, baseline_cpu_seconds   process CPU time of each
+    rounds_per_second  rounds / seconds (for GPU reports)
+    threads, device, torch, workload (the settings above)
+Both paths are warmed up on one round first (lazy imports, allocator), so that the
+timed numbers compare steady-state loops, and run under the same thread count.
+"""
+
+from __future__ import annotations
+
+import platform
+import time
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from .data import FederatedData, dirichlet_partition, load_digits, make_federated
+from .engine import Algorithm, FLConfig, evaluate, run_federated
+from .models import build_model
+
+__all__ = ["plain_loop", "reference_workload", "run_bench"]
+
+WORKLOAD = dict(dataset="digits", test_fraction=0.2, n_clients=20, alpha=0.1, seed=0,
+                rounds=50, local_epochs=1, batch_size=32, lr=0.05, model="cnn")
+
+
+def reference_workload(seed: int = 0) -> FederatedData:
+    """The issue's federated digits split (the whole client pool is training data)."""
+    ds = load_digits(seed=seed, test_fraction=WORKLOAD["test_fraction"])
+    parts = dirichlet_partition(ds.y_train, WORKLOAD["n_clients"], WORKLOAD["alpha"],
+                                np.random.default_rng(seed))
+    return make_federated(ds, parts, 0.0, 0.0, np.random.default_rng(seed))
+
+
+def _model():
+    return build_model("cnn", 10, 1, 8)
+
+
+def plain_loop(fed: FederatedData, rounds: int, device: str = "cpu", seed: int = 0) -> dict:
+    """What a typical FedAvg script does: one nn.Module, a fresh torch.optim.SGD per
+    client, ``load_state_dict`` / ``state_dict`` copies, minibatches by random
+    permutation, sample-weighted average. Returns its global state."""
+    gen = torch.Generator().manual_seed(seed)
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        model = _model().to(device)
+    global_state = {k: v.clone() for k, v in model.state_dict().items()}
+    clients = [c.to(device) for c in fed.clients]
+    bs = WORKLOAD["batch_size"]
+    for _ in range(rounds):
+        acc = {k: torch.zeros_like(v, dtype=torch.float32) for k, v in global_state.items()}
+        total = 0
+        for c in clients:
+            model.load_state_dict(global_state)
+            opt = torch.optim.SGD(model.parameters(), lr=WORKLOAD["lr"])
+            n = len(c.y_train)
+            for _ in range(WORKLOAD["local_epochs"]):
+                perm = torch.randperm(n, generator=gen).to(device)
+                for i in range(0, n, bs):
+                    idx = perm[i:i + bs]
+                    opt.zero_grad()
+                    F.cross_entropy(model(c.x_train[idx]), c.y_train[idx]).backward()
+                    opt.step()
+            for k, v in model.state_dict().items():
+                acc[k] += n * v.float()
+            total += n
+        global_state = {k: (v / total).to(global_state[k].dtype) for k, v in acc.items()}
+    return global_state
+
+
+def _sync(device: str) -> None:
+    if torch.device(device).type == "cuda":
+        torch.cuda.synchronize()
+
+
+def run_bench(device: str = "cpu", rounds: int | None = None, sequential: bool = False,
+              threads: int | None = None) -> dict:
+    """Time the reference workload (batched engine vs plain loop) in this process."""
+    if threads is not None:
+        torch.set_num_threads(threads)
+    rounds = rounds or WORKLOAD["rounds"]
+    fed = reference_workload(WORKLOAD["seed"])
+    cfg = FLConfig(rounds=rounds, clients_per_round=None, local_epochs=WORKLOAD["local_epochs"],
+                   batch_size=WORKLOAD["batch_size"], lr=WORKLOAD["lr"], seed=WORKLOAD["seed"],
+                   device=device, eval_every=rounds, fast=True, eval_personal=False,
+                   layer_metrics=False)
+    warm = FLConfig(**{**cfg.__dict__, "rounds": 1, "eval_every": 1})
+    run_federated(_model, fed, Algorithm(), warm)
+    run_federated(_model, fed, Algorithm(), FLConfig(**{**warm.__dict__, "fast": False}))
+    plain_loop(fed, 1, device)
+
+    out = {}
+    _sync(device)
+    t, c = time.perf_counter(), time.process_time()
+    hist = run_federated(_model, fed, Algorithm(), cfg)
+    _sync(device)
+    out["seconds"] = time.perf_counter() - t
+    out["cpu_seconds"] = time.process_time() - c
+    out["accuracy"] = hist.test_acc[-1]
+
+    t, c = time.perf_counter(), time.process_time()
+    state = plain_loop(fed, rounds, device)
+    _sync(device)
+    out["baseline_seconds"] = time.perf_counter() - t
+    out["baseline_cpu_seconds"] = time.process_time() - c
+    model = _model().to(device)
+    out["baseline_accuracy"] = evaluate(model, state, fed.x_test.to(device),
+                                        fed.y_test.to(device))[0]
+    out["ratio"] = out["baseline_seconds"] / out["seconds"]
+    if sequential:
+        t = time.perf_counter()
+        run_federated(_model, fed, Algorithm(), FLConfig(**{**cfg.__dict__, "fast": False}))
+        _sync(device)
+        out["sequential_seconds"] = time.perf_counter() - t
+    out["rounds_per_second"] = rounds / out["seconds"]
+    out.update(threads=torch.get_num_threads(), device=device, torch=torch.__version__,
+               machine=platform.machine(), workload={**WORKLOAD, "rounds": rounds})
+    return out
+
+
+if __name__ == "__main__":  # python -m audit.fl.bench
+    import json
+    import sys
+
+    print(json.dumps(run_bench(sys.argv[1] if len(sys.argv) > 1 else "cpu")))
