@@ -1,0 +1,364 @@
+"""FLAYER (arXiv 2412.07062v3) built from the engine's hooks, with the arms of the audit.
+
+The three client-side mechanisms, as printed:
+
+- Eq. 2, head initialisation: the last ``s`` layers start from
+  ``A_l * local + A_g * global`` with ``A_g = 1 - A_l`` and ``A_l`` the client's recent
+  local accuracy (here: the accuracy of its last local model on its validation split).
+- Eq. 4, layer-wise learning rate: ``eta_i = eta * (1 + log(1 + 1/||g_i||_2) * i / L)``
+  for tensor ``i`` of ``L`` (1-based, input to output).
+- Eqs. 5-9, upload masks: per tensor ``i`` keep the top ``UP_i = min(max(i/L, 0.1), 1)``
+  fraction of coordinates ranked by ``|change during local training|``; upload
+  ``theta * M``.
+
+The server (Algorithm 1 line 12) is a rule of :mod:`audit.fl.aggregate`; the arms differ
+only in that one piece (:data:`SERVER_RULES`):
+
+    literal       chain(weighted_mean())                 line 12 as printed: zeros enter
+    carry-over    chain(weighted_mean(), carry_over())   unselected keep the old value
+    selector-mean chain(selector_mean())                 mean over selectors, else old
+    masked-delta  chain(masked_delta())                  old + mean_k(w_k M_k dtheta_k)
+
+``as-released`` re-implements, from the description in ``shared/design/CLAIMS.md``
+(section 1; no code of the authors' repository is used), the server and mask rules of
+the released code; every place where it departs from the printed equations is marked
+``# as-released:`` on its line. ``fedavg`` is plain FedAvg (McMahan et al. 2017) on the
+same model, data and seeds.
+
+What "layer" means: the paper indexes layers ``i = 1..L``; we take every parameter
+tensor (``model.named_parameters()`` order) as one layer, so a conv's weight and its
+bias are two layers. This is our reading; it is the one under which deeper models put
+more tensors at the 0.1 floor.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, Mapping, Optional, Sequence
+
+import numpy as np
+import torch
+import torch.nn as nn
+from torch.func import functional_call
+
+from audit.fl.aggregate import (Rule, State, Upload, carry_over, chain, masked_delta,
+                                selector_mean, weighted_mean)
+from audit.fl.engine import Algorithm, evaluate
+from audit.fl.models import layer_names, layer_of, weight_layers
+
+__all__ = [
+    "ARMS", "CORRECTED", "FLAYER", "FedAvgTracked", "SERVER_RULES", "eq4_multiplier",
+    "head_mix", "kernel_slice_mask", "make_algorithm", "structure_metrics", "topk_mask",
+    "upload_fraction",
+]
+
+# The one piece in which the server arms differ (Algorithm 1 line 12 and its fixes).
+SERVER_RULES: dict[str, Rule] = {
+    "literal": chain(weighted_mean()),
+    "carry-over": chain(weighted_mean(), carry_over()),
+    "selector-mean": chain(selector_mean()),
+    "masked-delta": chain(masked_delta()),
+}
+CORRECTED = ("carry-over", "selector-mean", "masked-delta")
+ARMS = ("literal", "carry-over", "selector-mean", "masked-delta", "as-released", "fedavg")
+
+GRAD_NORM_FLOOR = 1e-12  # see eq4_multiplier
+
+
+# ----------------------------------------------------------------------------- equations
+def upload_fraction(i: int, L: int, floor: float = 0.1, cap: float = 1.0) -> float:
+    """Eq. 9 (with Eqs. 5-8): UP_i = min(max(i / L, floor), cap); printed: 0.1 and 1."""
+    if not 1 <= i <= L:
+        raise ValueError(f"layer index must lie in 1..{L}, got {i}")
+    return min(max(i / L, floor), cap)
+
+
+def eq4_multiplier(grad_norm: float, i: int, L: int,
+                   floor: float = GRAD_NORM_FLOOR) -> float:
+    """Eq. 4's factor eta_i / eta = 1 + log(1 + 1/||g_i||) * i / L.
+
+    As ||g|| -> 0 it grows like (i/L) * log(1/||g||), without bound. ``floor`` clamps
+    the norm from below (deviation: the printed equation divides by ||g|| unguarded, so
+    a zero gradient gives an infinite rate and 0 * inf = NaN weights); pass ``floor=0``
+    for the printed value (inf at 0)."""
+    g = max(float(grad_norm), floor)
+    if g == 0.0:
+        return math.inf
+    return 1.0 + math.log1p(1.0 / g) * i / L
+
+
+def topk_mask(change: torch.Tensor, frac: float) -> torch.Tensor:
+    """Eqs. 5-8: bool mask of the ceil(frac * n) coordinates with the largest |change|.
+
+    The count is rounded up (the paper says "top UP_i fraction"; rounding up keeps at
+    least one coordinate of every tensor). Ties at the cut are resolved by
+    ``torch.topk`` (deterministic on one device)."""
+    flat = change.detach().reshape(-1).abs()
+    n = flat.numel()
+    k = min(n, max(1, math.ceil(frac * n - 1e-9)))
+    mask = torch.zeros(n, dtype=torch.bool, device=change.device)
+    mask[torch.topk(flat, k, sorted=False).indices] = True
+    return mask.reshape(change.shape)
+
+
+def kernel_slice_mask(change: torch.Tensor, frac: float) -> torch.Tensor:
+    """as-released: a conv weight (out, in, k, k) is masked per k x k kernel slice,
+    keeping int(frac * k * k) entries of each slice (so a 1x1 conv keeps none)."""
+    out_c, in_c, kh, kw = change.shape
+    per = kh * kw
+    keep = int(frac * per)  # as-released: truncation, per slice (not top-k over the layer)
+    flat = change.detach().reshape(out_c * in_c, per).abs()
+    mask = torch.zeros_like(flat, dtype=torch.bool)
+    if keep > 0:
+        order = torch.sort(flat, dim=1, descending=True, stable=True).indices[:, :keep]
+        mask.scatter_(1, order, True)
+    return mask.reshape(change.shape)
+
+
+def head_mix(local: torch.Tensor, global_: torch.Tensor, a_local: float) -> torch.Tensor:
+    """Eq. 2: A_l * local + A_g * global with A_g = 1 - A_l."""
+    return a_local * local + (1.0 - a_local) * global_
+
+
+# ----------------------------------------------------------------------------- metrics
+def structure_metrics(new: State, prev: State, uploads: Sequence[Upload],
+                      keys: Sequence[str], layers: Mapping[str, Sequence[str]]) -> dict:
+    """Per-round facts of the aggregation over the parameter tensors ``keys``.
+
+    p_c = (weight of the clients that selected coordinate c) / (weight of all uploads).
+    - ``unselected_frac``: fraction of coordinates with p = 0;
+    - ``unselected_nonzero``: how many of those are not exactly 0 in the new global;
+    - ``shrunk_frac``: fraction with 0 < p < 1; ``mean_p``: mean p over p > 0;
+    - ``literal_identity_err``: max over coordinates of |new - p * selector_mean| /
+      max|p * selector_mean| (0 up to float rounding exactly when the new global is
+      Algorithm 1 line 12 applied to masked uploads);
+    - ``zero_frac``, ``norm``: exact-zero fraction and L2 norm of the new global's
+      parameters; ``zero:<layer>``, ``norm:<layer>`` per layer.
+    """
+    total = unsel = unsel_nz = shrunk = 0
+    p_sum = 0.0
+    err = 0.0
+    scale = 0.0
+    sq = 0.0
+    zeros = 0
+    out: dict[str, float] = {}
+    w = torch.tensor([float(u.weight) for u in uploads], dtype=torch.float64)
+    W = float(w.sum())
+    for k in keys:
+        ref = new[k]
+        sel_w = torch.zeros(ref.shape, dtype=torch.float64, device=ref.device)
+        num = torch.zeros_like(sel_w)
+        for wi, u in zip(w.tolist(), uploads):
+            m = u.selected(k)
+            mk = torch.ones_like(sel_w) if m is None else m.double()
+            sel_w += wi * mk
+            num += wi * mk * u.state[k].double()
+        p = sel_w / W
+        expected = num / W  # = p * selector_mean
+        g = ref.double()
+        total += g.numel()
+        none = p == 0
+        unsel += int(none.sum())
+        unsel_nz += int((g[none] != 0).sum())
+        shrunk += int(((p > 0) & (p < 1)).sum())
+        p_sum += float(p[p > 0].sum())
+        err = max(err, float((g - expected).abs().max()))
+        scale = max(scale, float(expected.abs().max()))
+        sq += float((g * g).sum())
+        zeros += int((g == 0).sum())
+    selected = total - unsel
+    out.update({
+        "unselected_frac": unsel / total,
+        "unselected_nonzero": float(unsel_nz),
+        "shrunk_frac": shrunk / total,
+        "mean_p": p_sum / selected if selected else float("nan"),
+        "literal_identity_err": err / scale if scale > 0 else err,
+        "zero_frac": zeros / total,
+        "norm": math.sqrt(sq),
+    })
+    for layer, lkeys in layers.items():
+        v = torch.cat([new[k].detach().reshape(-1).double() for k in lkeys])
+        out[f"norm:{layer}"] = float(v.norm())
+        out[f"zero:{layer}"] = float((v == 0).double().mean())
+    return out
+
+
+class _Tracked:
+    """Shared bookkeeping: parameter keys in depth order, layers, per-round metrics."""
+
+    def _track_setup(self, model: nn.Module) -> None:
+        self.pkeys = [n for n, _ in model.named_parameters()]
+        by_layer: dict[str, list[str]] = {}
+        for k in self.pkeys:
+            by_layer.setdefault(layer_of(k), []).append(k)
+        self.layers = {n: by_layer[n] for n in layer_names(model) if n in by_layer}
+        self._max_mult = 1.0
+
+    def round_metrics(self, round, global_state, prev_global, uploads, client_ids):
+        out = structure_metrics(global_state, prev_global, uploads, self.pkeys, self.layers)
+        out["max_lr_mult"] = self._max_mult
+        self._max_mult = 1.0
+        return out
+
+
+class FedAvgTracked(_Tracked, Algorithm):
+    """Plain FedAvg (McMahan et al. 2017, Alg. 1) with FLAYER's per-round metrics."""
+
+    name = "fedavg"
+
+    def setup(self, model, fed, config):
+        self._track_setup(model)
+
+
+# ----------------------------------------------------------------------------- FLAYER
+@dataclass(frozen=True)
+class Options:
+    """FLAYER's knobs; ``released=True`` switches on the as-released client pieces.
+
+    head_layers: s of Eq. 2, counted in weight layers (conv / linear) from the output.
+    up_floor, up_cap: the clamp of Eq. 9 (printed 0.1 and 1).
+    released: as-released masks (kernel slices, unmasked 2-D Linear weights and last two
+        tensors, cap 0.9), A_l from the test split, the rate recomputed every epoch.
+    released_lr_factor: the release's extra factor on the CNN's rates (x20 there); 1 by
+        default (see FLAYER.param_lr_scale).
+    probe_samples: how many of a client's training samples give the gradient of Eq. 4
+        (0: the local batch size, i.e. the client's first minibatch-sized slice).
+    """
+
+    head_layers: int = 1
+    up_floor: float = 0.1
+    up_cap: float = 1.0
+    released: bool = False
+    released_lr_factor: float = 1.0
+    probe_samples: int = 0
+
+
+class FLAYER(_Tracked, Algorithm):
+    """FLAYER's client (Eqs. 2, 4, 5-9) with a pluggable server rule (Alg. 1 line 12)."""
+
+    name = "flayer"
+
+    def __init__(self, rule: Rule, options: Options = Options(), name: str = "flayer"):
+        super().__init__(rule)
+        self.opt = options
+        self.name = name
+
+    # -- run-level -------------------------------------------------------------------
+    def setup(self, model, fed, config):
+        self._track_setup(model)
+        self.model, self.fed, self.cfg = model, fed, config
+        self.bkeys = [n for n, _ in model.named_buffers()]
+        L = len(self.pkeys)
+        self.index = {k: i for i, k in enumerate(self.pkeys, 1)}  # i of Eqs. 4 and 9
+        cap = 0.9 if self.opt.released else self.opt.up_cap  # as-released: cap 0.9, not 1
+        self.up = {k: upload_fraction(i, L, self.opt.up_floor, cap)
+                   for k, i in self.index.items()}
+        heads = weight_layers(model)[-self.opt.head_layers:]
+        self.head_keys = [k for k in model.state_dict() if layer_of(k) in heads]
+        self._lr_cache: dict = {}
+        self.probe = self.opt.probe_samples or config.batch_size
+
+    def init_client_state(self, client_id, global_state):
+        return {"local": None, "a_local": 0.0}
+
+    # -- client side -----------------------------------------------------------------
+    def client_init(self, received, client_state, client_id, round):
+        """Eq. 2 on the head; the body is the received global model."""
+        start = dict(received)
+        local = client_state["local"] if client_state else None
+        if local is not None:
+            a = client_state["a_local"]
+            for k in self.head_keys:
+                if start[k].dtype.is_floating_point:
+                    start[k] = head_mix(local[k], received[k], a)
+        return start
+
+    def _grad_norms(self, params: State, client_id: int) -> dict:
+        """||g_i|| for every tensor: the gradient of the client's training loss on its
+        first ``probe`` training samples (one minibatch) at ``params``. Our reading of
+        g_i: the printed equation does not say on which batch it is taken."""
+        c = self.fed.clients[client_id]
+        x, y = c.x_train[:self.probe], c.y_train[:self.probe]
+        p = {k: params[k].detach().requires_grad_(True) for k in self.pkeys}
+        # BatchNorm in train mode normalises by batch statistics; its running-stat
+        # buffers get a throwaway copy so that this extra pass changes nothing
+        b = {k: v.detach().clone() for k, v in self.model.named_buffers()}
+        with torch.enable_grad():
+            loss = nn.functional.cross_entropy(functional_call(self.model, (p, b), (x,)), y)
+            g = torch.autograd.grad(loss, [p[k] for k in self.pkeys], allow_unused=True)
+        norms = torch.stack([torch.zeros((), device=x.device) if gi is None else gi.norm()
+                             for gi in g]).tolist()
+        return dict(zip(self.pkeys, norms))
+
+    def param_lr_scale(self, params, client_id, round, epoch, last_grads):
+        """Eq. 4 per tensor: 1 + log(1 + 1/||g_i||) * i / L."""
+        L = len(self.pkeys)
+        if epoch > 0 and not self.opt.released:
+            # printed: one rate per tensor for the round (set when local training starts)
+            return self._lr_cache.get((client_id, round))
+        if epoch > 0 and last_grads is not None:
+            norms = {k: float(last_grads[k].norm()) for k in self.pkeys}  # as-released: per epoch
+        else:
+            norms = self._grad_norms(params, client_id)
+        scale = {k: eq4_multiplier(norms[k], self.index[k], L) for k in self.pkeys}
+        if self.opt.released and self.opt.released_lr_factor != 1.0:
+            # as-released: the release multiplies the CNN's rates by 20; off by default
+            scale = {k: v * self.opt.released_lr_factor for k, v in scale.items()}
+        self._max_mult = max(self._max_mult, max(scale.values()))
+        self._lr_cache[(client_id, round)] = scale
+        return scale
+
+    def update_client_state(self, client_state, start, after, client_id, round):
+        """Keep the trained model as the client's local model; A_l = its accuracy."""
+        c = self.fed.clients[client_id]
+        if self.opt.released:
+            x, y = c.x_test, c.y_test  # as-released: A_l from the client's test split
+        else:
+            x, y = c.x_val, c.y_val
+        acc, _ = evaluate(self.model, after, x, y)
+        acc = 0.0 if math.isnan(acc) else acc  # no samples: take the global head
+        self._lr_cache.pop((client_id, round), None)
+        return {"local": {k: v.detach().clone() for k, v in after.items()}, "a_local": acc}
+
+    def _mask(self, k: str, change: torch.Tensor) -> Optional[torch.Tensor]:
+        frac = self.up[k]
+        if not self.opt.released:
+            return topk_mask(change, frac)
+        L = len(self.pkeys)
+        if self.index[k] > L - 2:
+            return None  # as-released: the last two tensors (head) always go up in full
+        if change.dim() == 2:
+            return None  # as-released: 2-D Linear weights are never masked
+        if change.dim() == 4:
+            return kernel_slice_mask(change, frac)  # as-released: per kernel slice
+        return topk_mask(change, frac)
+
+    def upload(self, before, after, client_id, round, n_samples):
+        """Eq. 9: theta * M for every parameter tensor; buffers go up unmasked (the paper
+        does not mention BatchNorm statistics; our choice)."""
+        state, mask = dict(after), {}
+        for k in self.pkeys:
+            m = self._mask(k, after[k] - before[k])
+            if m is None:
+                continue
+            state[k] = after[k] * m
+            mask[k] = m
+        if self.opt.released:
+            # as-released: the server counts a coordinate as selected when its uploaded
+            # value is non-zero (the selector-mean rule divides by that count)
+            mask = {k: state[k] != 0 for k in self.pkeys}
+        return Upload(state, mask, float(n_samples))
+
+
+def make_algorithm(arm: str, head_layers: int = 1, released_lr_factor: float = 1.0) -> Algorithm:
+    """The algorithm of one arm of the audit (see the module docstring)."""
+    if arm == "fedavg":
+        return FedAvgTracked()
+    if arm == "as-released":
+        # as-released: selector-mean + carry-over on the server (not line 12)
+        return FLAYER(chain(selector_mean()),
+                      Options(head_layers=head_layers, released=True,
+                              released_lr_factor=released_lr_factor), name=arm)
+    if arm in SERVER_RULES:
+        return FLAYER(SERVER_RULES[arm], Options(head_layers=head_layers), name=arm)
+    raise ValueError(f"unknown FLAYER arm {arm!r}; arms: {', '.join(ARMS)}")

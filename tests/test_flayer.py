@@ -1,0 +1,172 @@
+"""FLAYER's pieces (audit/algorithms/flayer.py): equations, masks, hooks, determinism.
+
+Reference values are computed by hand from the printed equations of arXiv 2412.07062v3
+(Eq. 4, Eq. 9); the source of each number is in the comment beside it.
+"""
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from audit.algorithms.flayer import (ARMS, FLAYER, SERVER_RULES, Options, eq4_multiplier,
+                                     head_mix, kernel_slice_mask, make_algorithm,
+                                     structure_metrics, topk_mask, upload_fraction)
+from audit.fl.aggregate import Upload
+from audit.fl.data import dirichlet_partition, make_federated, synthetic_classification
+from audit.fl.engine import FLConfig, run_federated
+from audit.fl.models import build_model
+
+
+@pytest.mark.parametrize("i, L, cap, expected", [
+    pytest.param(1, 10, 1.0, 0.1, id="i/L=0.1"),
+    pytest.param(5, 10, 1.0, 0.5, id="middle"),
+    pytest.param(10, 10, 1.0, 1.0, id="last-layer-full"),
+    pytest.param(1, 20, 1.0, 0.1, id="floor: 1/20 -> 0.1"),
+    pytest.param(2, 29, 1.0, 0.1, id="floor: 2/29 -> 0.1"),
+    pytest.param(10, 10, 0.9, 0.9, id="released cap 0.9"),
+])
+def test_upload_fraction_eq9(i, L, cap, expected):
+    assert upload_fraction(i, L, cap=cap) == pytest.approx(expected)
+
+
+def test_upload_fraction_rejects_bad_index():
+    with pytest.raises(ValueError, match="1..6"):
+        upload_fraction(0, 6)
+
+
+@pytest.mark.parametrize("g, i, L, expected", [
+    pytest.param(1.0, 10, 10, 1 + math.log(2), id="g=1,i=L: 1+ln 2 = 1.6931"),
+    pytest.param(1.0, 5, 10, 1 + 0.5 * math.log(2), id="g=1,i/L=.5: 1.3466"),
+    pytest.param(0.5, 3, 6, 1 + 0.5 * math.log(3), id="g=.5: 1+ln(3)/2 = 1.5493"),
+    pytest.param(1e-8, 10, 10, 1 + math.log1p(1e8), id="g=1e-8: 19.4207"),
+])
+def test_eq4_multiplier_values(g, i, L, expected):
+    assert eq4_multiplier(g, i, L) == pytest.approx(expected, rel=1e-12)
+
+
+def test_eq4_multiplier_unbounded_as_printed_and_clamped_in_runs():
+    assert eq4_multiplier(0.0, 1, 1, floor=0.0) == math.inf
+    # the runs' floor 1e-12: 1 + ln(1 + 1e12) = 28.631 at i = L
+    assert eq4_multiplier(0.0, 4, 4) == pytest.approx(1 + math.log1p(1e12))
+    ms = [eq4_multiplier(10.0 ** -k, 1, 1, floor=0.0) for k in range(0, 40, 5)]
+    assert all(a < b for a, b in zip(ms, ms[1:]))
+
+
+def test_topk_mask_keeps_largest_changes_rounded_up():
+    change = torch.tensor([[0.1, -5.0, 0.3], [2.0, 0.0, -0.2]])
+    m = topk_mask(change, 0.5)  # ceil(0.5 * 6) = 3: |-5|, |2|, |0.3|
+    assert m.tolist() == [[False, True, True], [True, False, False]]
+    assert int(topk_mask(change, 0.1).sum()) == 1  # ceil(0.6) = 1
+    assert bool(topk_mask(change, 1.0).all())
+
+
+def test_kernel_slice_mask_released():
+    change = torch.arange(2 * 3 * 3, dtype=torch.float32).reshape(1, 2, 3, 3)
+    m = kernel_slice_mask(change, 0.5)  # int(0.5 * 9) = 4 per 3x3 slice
+    assert m.sum(dim=(2, 3)).tolist() == [[4, 4]]
+    assert m[0, 0].reshape(-1).tolist() == [False] * 5 + [True] * 4  # largest: 5..8
+    one = kernel_slice_mask(torch.ones(4, 3, 1, 1), 0.9)  # int(0.9 * 1) = 0
+    assert not one.any()
+    assert not kernel_slice_mask(torch.ones(2, 2, 3, 3), 0.1).any()  # int(0.9) = 0
+
+
+def test_head_mix_eq2():
+    local, glob = torch.tensor([1.0, 3.0]), torch.tensor([5.0, -1.0])
+    torch.testing.assert_close(head_mix(local, glob, 0.25), torch.tensor([4.0, 0.0]))
+
+
+def test_structure_metrics_on_hand_example():
+    # prev irrelevant; A (w=1) selects coords 0,1 (values 1, 2); B (w=3) selects 1 (4).
+    ups = [Upload({"w": torch.tensor([1.0, 2.0, 0.0])},
+                  {"w": torch.tensor([True, True, False])}, 1.0),
+           Upload({"w": torch.tensor([0.0, 4.0, 0.0])},
+                  {"w": torch.tensor([False, True, False])}, 3.0)]
+    new = SERVER_RULES["literal"]({"w": torch.zeros(3)}, ups)  # [0.25, 3.5, 0]
+    m = structure_metrics(new, {"w": torch.zeros(3)}, ups, ["w"], {"": ["w"]})
+    assert m["unselected_frac"] == pytest.approx(1 / 3)
+    assert m["unselected_nonzero"] == 0
+    assert m["shrunk_frac"] == pytest.approx(1 / 3)  # coord 0: p = 1/4
+    assert m["mean_p"] == pytest.approx((0.25 + 1.0) / 2)
+    assert m["literal_identity_err"] < 1e-7
+    sel = SERVER_RULES["selector-mean"]({"w": torch.full((3,), 9.0)}, ups)  # [1, 3.5, 9]
+    m2 = structure_metrics(sel, {"w": torch.zeros(3)}, ups, ["w"], {"": ["w"]})
+    assert m2["unselected_nonzero"] == 1 and m2["literal_identity_err"] > 0.1
+
+
+# ---------------------------------------------------------------- hooks on a tiny run
+def _tiny(seed=0, n_clients=4):
+    ds = synthetic_classification(seed=3, n=240, num_classes=4, shape=(1, 4, 4))
+    rng = np.random.default_rng(seed)
+    part = dirichlet_partition(ds.y_train, n_clients, 0.5, rng, min_size=12)
+    return ds, make_federated(ds, part, 0.2, 0.2, rng)
+
+
+def _run(arm, fast=True, seed=0, rounds=2):
+    ds, fed = _tiny(seed)
+    cfg = FLConfig(rounds=rounds, batch_size=8, lr=0.05, seed=seed, fast=fast,
+                   layer_metrics=False)
+    return run_federated(lambda: build_model("cnn", 4, 1, 4, width=0.25), fed,
+                         make_algorithm(arm), cfg)
+
+
+def test_make_algorithm_knows_every_arm():
+    assert {make_algorithm(a).name for a in ARMS} == set(ARMS)
+    with pytest.raises(ValueError, match="unknown FLAYER arm"):
+        make_algorithm("nope")
+
+
+def test_literal_run_zeros_unselected_and_is_deterministic():
+    h1, h2 = _run("literal"), _run("literal")
+    assert h1.test_acc == h2.test_acc and h1.algo == h2.algo
+    for m in h1.algo:
+        assert m["unselected_nonzero"] == 0
+        assert m["literal_identity_err"] < 1e-5
+        assert m["zero_frac"] >= m["unselected_frac"] > 0
+    for k, v in h1.final_state.items():
+        assert torch.isfinite(v.float()).all(), k
+
+
+def test_corrected_arm_has_no_zeros_from_masks():
+    h = _run("selector-mean")
+    assert all(m["zero_frac"] == 0 for m in h.algo)
+    assert max(m["literal_identity_err"] for m in h.algo) > 1e-3
+
+
+def test_fast_and_sequential_paths_agree_with_flayer_hooks():
+    a, b = _run("literal", fast=True), _run("literal", fast=False)
+    for k in a.final_state:
+        torch.testing.assert_close(a.final_state[k], b.final_state[k], rtol=1e-4, atol=1e-5)
+
+
+def test_released_upload_rules():
+    ds, fed = _tiny()
+    model = build_model("cnn", 4, 1, 4, width=0.25)  # conv1.w/b, conv2.w/b, fc.w/b
+    alg = FLAYER(SERVER_RULES["selector-mean"], Options(released=True))
+    alg.setup(model, fed, FLConfig(rounds=1))
+    before = {k: v.detach().clone() for k, v in model.state_dict().items()}
+    torch.manual_seed(0)
+    after = {k: v + torch.randn_like(v) for k, v in before.items()}
+    up = alg.upload(before, after, 0, 1, n_samples=10)
+    # 3x3 conv1.weight is tensor 1 of 6: UP = max(1/6, 0.1) = 0.1667 -> int(1.5) = 1 kept
+    assert up.state["conv1.weight"].ne(0).sum(dim=(2, 3)).eq(1).all()
+    for k in ("fc.weight", "fc.bias"):  # last two tensors: in full
+        torch.testing.assert_close(up.state[k], after[k])
+    for k in up.mask:  # selected = non-zero upload
+        assert torch.equal(up.mask[k], up.state[k] != 0)
+
+
+def test_printed_upload_keeps_top_fraction_per_tensor():
+    ds, fed = _tiny()
+    model = build_model("cnn", 4, 1, 4, width=0.25)
+    alg = FLAYER(SERVER_RULES["literal"])
+    alg.setup(model, fed, FLConfig(rounds=1))
+    before = {k: v.detach().clone() for k, v in model.state_dict().items()}
+    torch.manual_seed(1)
+    after = {k: v + torch.randn_like(v) for k, v in before.items()}
+    up = alg.upload(before, after, 0, 1, n_samples=10)
+    L = 6
+    for i, k in enumerate(alg.pkeys, 1):
+        n = after[k].numel()
+        assert int(up.mask[k].sum()) == math.ceil(upload_fraction(i, L) * n - 1e-9), k
+        torch.testing.assert_close(up.state[k], after[k] * up.mask[k])
