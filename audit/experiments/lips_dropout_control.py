@@ -18,14 +18,14 @@ for assay sensitivity, and the paper's freeze test (middle layers frozen after r
 
 Why this setting can separate arms (a prototype on 8x8 digits with 60 rounds sat at a
 98 % ceiling): training is cut to a budget where FedBN is still improving (the
-half-rounds arm is measurably worse, which the rule checks on the same seeds), each
+early-stopped arm is measurably worse, which the rule checks on the same seeds), each
 client holds only 20 training images, and every client's test split is drawn from the
 held-out digits test set (never seen by any client) with the client's own label
-proportions, 20 images each, so the metric has 1000 test decisions per seed.
+proportions, 30 images each, so the metric has 900 test decisions per seed.
 """
 from __future__ import annotations
 
-import itertools
+import functools
 import math
 import time
 from typing import Any, Mapping
@@ -84,14 +84,15 @@ _GRID_SMOKE = {
     "fedbn-noise-middle": [(0.2, 5), (0.5, 5)],
 }
 
-_COMMON = dict(n_clients=50, n_train=20, n_val=10, n_test=20, alpha=0.1,
-               model="vgg", width=0.5, batch_size=10, local_epochs=1, momentum=0.0,
-               freeze_fraction=1 / 6, short_fraction=0.8, reference_round=2, equivalence_margin=2.0,
-               alpha_family=0.05)
+_COMMON = dict(n_clients=30, n_train=20, n_val=10, n_test=30, alpha=0.1,
+               model="vgg", width=0.25, batch_size=10, local_epochs=1, momentum=0.0,
+               freeze_fraction=1 / 6, short_fraction=2 / 3, reference_round=2,
+               equivalence_margin=2.0, alpha_family=0.05)
 
 SCALES = {
     "smoke": {**_COMMON, "dataset": "digits", "rounds": 30, "lr": 0.1, "grid": _GRID_SMOKE},
-    "full": {**_COMMON, "dataset": "digits", "n_clients": 100, "rounds": 60, "lr": 0.1,
+    "full": {**_COMMON, "dataset": "digits", "n_clients": 50, "width": 0.5, "rounds": 60,
+             "lr": 0.1,
              "grid": _GRID_SMOKE},
     # The paper's main setting (Sec. 5): CIFAR-100, Dir(0.1), 100 clients x 100 samples,
     # ResNet-8, 300 rounds; read from ctx.data_dir on a GPU.
@@ -108,13 +109,20 @@ SCALES = {
 
 
 # ------------------------------------------------------------------------------ data
+@functools.lru_cache(maxsize=2)
+def _digits_like(name: str):
+    from audit.fl.data import load_dataset
+
+    return load_dataset(name, seed=0)  # one fixed train/test split; the seeds vary clients
+
+
 def _dataset(cfg: Mapping, ctx: RunContext, seed: int):
     from audit.fl.data import DatasetNotFound, load_dataset
 
     name = cfg["dataset"]
     try:
         if name in ("digits", "synthetic"):
-            return load_dataset(name, seed=0)  # one fixed train/test split; seeds vary
+            return _digits_like(name)
         return load_dataset(name, data_dir=ctx.data_dir)  # the clients drawn from it
     except DatasetNotFound as exc:
         raise AuditError(f"{CLAIM_ID}: dataset {name!r} not found ({exc}); pass "
@@ -344,6 +352,23 @@ def _est_mean(name, x, desc, unit="points"):
     return Estimate(name, m.mean, m.low, m.high, 0.95, m.n, "t", unit, desc)
 
 
+def _gain_note(acc: Mapping[str, np.ndarray], parts) -> str:
+    g = stats.paired_difference(acc["lips"], acc["fedbn"], level=0.95, method="t")
+    if g.low > 0:
+        where = "LIPS beats FedBN here, so the comparisons speak to a real gain"
+    elif g.high < 0:
+        where = ("LIPS is worse than FedBN here, so the paper's gain did not reproduce in "
+                 "this setting; the verdict then says only that nothing on these runs ties "
+                 "LIPS's effect to the middle layers or to its score, not that the paper's "
+                 "gain is regularisation")
+    else:
+        where = ("LIPS is not distinguishable from FedBN here, so the comparisons concern "
+                 "an effect that may be absent in this setting")
+    decided = "; ".join(f"{p.id}: {p.verdict.value}" for p in parts)
+    return (f"LIPS minus FedBN: {g.mean:.2f} points, 95% t CI [{g.low:.2f}, {g.high:.2f}] "
+            f"(paper: +4.76 on CIFAR-100). {where}. Parts: {decided}.")
+
+
 def analyse(results, ctx: RunContext) -> Analysis:
     cfg = ctx.config
     d_margin = float(cfg["equivalence_margin"])
@@ -501,7 +526,11 @@ def analyse(results, ctx: RunContext) -> Analysis:
         f"{100.0 / n_test:.2f} points). The assay-sensitivity check asks that FedBN beat "
         f"FedBN stopped after {cfg['short_fraction']:.0%} of the rounds by more than the "
         f"margin d = {d_margin} points on the same seeds (gap {sens.mean:.2f}, 95% CI "
-        f"[{sens.low:.2f}, {sens.high:.2f}]: {'passed' if sensitive else 'failed'}).",
+        f"[{sens.low:.2f}, {sens.high:.2f}]: {'passed' if sensitive else 'failed'}). "
+        "The rounds, learning rate, width and client count were set with a short pilot on "
+        "seeds 0-2 (FedBN, early-stopped FedBN, LIPS, dropout, all-layer LIPS) for speed "
+        "and to leave the ceiling; the tuning grids were fixed before it.",
+        _gain_note(acc, parts),
         "Tuning: every tuned arm gets the same number of candidates; the candidate with the "
         "highest mean validation accuracy (clients' validation splits, disjoint from their "
         "training data) is reported; the 'chosen on test' columns show what picking on the "
@@ -550,5 +579,4 @@ CLAIM = Claim(
         PaperNumber("accuracy lost by freezing middle layers after round 50",
                     "under 1 point", "Table 1", ours="freeze_minus_fedbn"),
     ),
-    answers={"skeptic_critique.concrete_test": "regularisation-controls"},
 )

@@ -1,0 +1,80 @@
+"""Falsifier: is LIPS's gain (arXiv 2506.00932) more than generic regularisation?
+
+Runs the claim once (audit_run), checks the internal consistency of what it reports and
+the verdict against its lock in audit/locks.json.
+"""
+import numpy as np
+import pytest
+
+from audit.pytest_plugin import check_lock
+from audit.verdict import Outcome
+
+CLAIM = "lips-dropout-control"
+TUNED = ("lips", "lips-random", "lips-all-layers", "lips-as-released",
+         "fedbn-dropout-middle", "fedbn-weight-decay", "fedbn-noise-middle")
+
+
+@pytest.fixture(scope="module")
+def result(audit_run):
+    return audit_run(CLAIM)
+
+
+def test_verdict_matches_lock(result):
+    check_lock(result)
+
+
+def test_every_arm_has_an_accuracy_with_an_interval(result):
+    for arm in ("fedbn", "lips", "lips-random", "lips-all-layers", "lips-as-released",
+                "fedbn-dropout-middle", "fedbn-weight-decay", "fedbn-noise-middle",
+                "fedbn-short", "fedbn-freeze-middle"):
+        e = result.verdict.estimate(f"acc_{arm}")
+        assert e.n == len(result.ctx.seeds) >= 5
+        assert 0.0 <= e.value <= 100.0
+
+
+def test_selection_optimism_is_never_negative(result):
+    # by construction: the test-chosen candidate has the highest mean test accuracy
+    for arm in TUNED:
+        assert result.verdict.estimate(f"selection_optimism_{arm}").value >= 0.0
+
+
+def test_equivalence_needs_the_sensitivity_check(result):
+    sensitive = result.verdict.estimate("assay_sensitive").value == 1.0
+    gap = result.verdict.estimate("assay_sensitivity_gap")
+    assert sensitive == (gap.low > result.ctx.config["equivalence_margin"])
+    if not sensitive:  # then no part may be decided by an equivalence
+        for p in result.verdict.parts:
+            assert "with assay sensitivity shown" not in p.reason
+
+
+def test_parts_follow_the_intervals(result):
+    # a part is REFUTED only when LIPS's interval lies above 0 against each alternative
+    alts = {"regularisation-controls": ("fedbn-dropout-middle", "fedbn-weight-decay",
+                                        "fedbn-noise-middle"),
+            "layer-targeting": ("lips-all-layers",)}
+    for part in result.verdict.parts:
+        lows = [result.verdict.estimate(f"lips_minus_{a}").low for a in alts[part.id]]
+        highs = [result.verdict.estimate(f"lips_minus_{a}").high for a in alts[part.id]]
+        if part.verdict == Outcome.REFUTED:
+            assert all(lo > 0 for lo in lows)
+        if any(h < 0 for h in highs):
+            assert part.verdict == Outcome.CONFIRMED
+
+
+def test_inertia_appears_without_pruning(result):
+    # the phenomenon the paper builds on: FedBN's middle layers stay close to their
+    # round-2 weights (the paper reports a cosine above 0.95)
+    assert result.verdict.estimate("fedbn_middle_cos_final").value > 0.9
+
+
+def test_pruning_moves_middle_layers_away(result):
+    est = result.verdict.estimate
+    assert est("lips_middle_cos_final").value < est("fedbn_middle_cos_final").value
+
+
+def test_cosine_figure_has_every_arm(result):
+    fig = {f.name: f for f in result.analysis.figures}["middle_cosine"]
+    labels = [s["label"] for s in fig.series]
+    assert "fedbn" in labels and "lips" in labels and len(labels) == 10
+    for s in fig.series:
+        assert np.all(np.asarray(s["low"]) <= np.asarray(s["y"]) + 1e-12)
