@@ -93,9 +93,21 @@ def _sync(device: str) -> None:
 
 def run_bench(device: str = "cpu", rounds: int | None = None, sequential: bool = False,
               threads: int | None = None) -> dict:
-    """Time the reference workload (batched engine vs plain loop) in this process."""
+    """Time the reference workload (batched engine vs plain loop) in this process.
+
+    ``threads``: torch intra-op threads for the measurement (restored afterwards);
+    None keeps the current setting. On a CPU shared with other jobs, 1 thread avoids
+    OpenMP spin-waiting, which otherwise dominates both timings."""
+    before = torch.get_num_threads()
     if threads is not None:
         torch.set_num_threads(threads)
+    try:
+        return _bench(device, rounds, sequential)
+    finally:
+        torch.set_num_threads(before)
+
+
+def _bench(device: str, rounds: int | None, sequential: bool) -> dict:
     rounds = rounds or WORKLOAD["rounds"]
     fed = reference_workload(WORKLOAD["seed"])
     cfg = FLConfig(rounds=rounds, clients_per_round=None, local_epochs=WORKLOAD["local_epochs"],
