@@ -62,6 +62,7 @@ CASES = {
     "lr-scale-hook": (cnn, lambda: HalfLR(), dict(local_epochs=2)),
     "fedbn-vgg-bn": (lambda: build_model("vgg", 10, 1, 8, width=0.25), lambda: FedBN(),
                      dict(momentum=0.5)),
+    "client-chunk-4": (cnn, lambda: Algorithm(), dict(client_chunk=4, momentum=0.9)),
     "carry-over-rule": (cnn, lambda: Algorithm(chain(weighted_mean(), carry_over())), dict()),
 }
 

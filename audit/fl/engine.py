@@ -93,6 +93,8 @@ class FLConfig:
         eval_init: also evaluate the initial model (recorded as round 0).
         layer_metrics: record per-layer norm / zero fraction / cosine to reference.
         eval_batch_size: batch size of evaluation forward passes.
+        client_chunk: at most this many clients per vmap call in the batched path
+            (bounds memory for large models or many clients; None = no limit).
     """
 
     rounds: int
@@ -112,6 +114,7 @@ class FLConfig:
     eval_init: bool = False
     layer_metrics: bool = True
     eval_batch_size: int = 1024
+    client_chunk: Optional[int] = None
 
 
 class Algorithm:
@@ -464,7 +467,10 @@ class _Trainer:
                 groups = defaultdict(list)
                 for j in active:
                     groups[len(steps[j][s][1])].append(j)
-            for b, js in sorted(groups.items()):
+            chunk = self.cfg.client_chunk or K
+            groups = [(b, js[i:i + chunk]) for b, js in sorted(groups.items())
+                      for i in range(0, len(js), chunk)]
+            for b, js in groups:
                 rows, wrows = [], []
                 for j in js:
                     li = offsets[j] + steps[j][s][1]
