@@ -82,10 +82,10 @@ def _fmt(x: Any, digits: int = 4) -> str:
             return "nan"
         if math.isinf(x):
             return "inf" if x > 0 else "-inf"
+        if float(x).is_integer() and 1000 <= abs(x) < 1e15:  # counts, bytes: exact
+            return f"{int(x):,}"
         if x != 0 and (abs(x) >= 1e6 or abs(x) < 1e-3):
             return f"{x:.{digits}g}"
-        if float(x).is_integer() and abs(x) >= 1000:
-            return f"{int(x):,}"
         return f"{x:.{digits}g}" if abs(x) < 1 else f"{x:,.{digits}f}".rstrip("0").rstrip(".")
     return str(x).replace("|", "\\|").replace("\n", " ")
 
