@@ -170,3 +170,27 @@ def test_printed_upload_keeps_top_fraction_per_tensor():
         n = after[k].numel()
         assert int(up.mask[k].sum()) == math.ceil(upload_fraction(i, L) * n - 1e-9), k
         torch.testing.assert_close(up.state[k], after[k] * up.mask[k])
+
+
+# ---------------------------------------------------------------- the claim module
+def test_claim_specs_per_scale():
+    from audit.claims import RunContext
+    from audit.experiments.flayer_masked_zero import CLAIM, SCALES, specs
+
+    seeds = (0, 1, 2, 3, 4)
+    smoke = specs(RunContext(CLAIM.id, "smoke", SCALES["smoke"], seeds))
+    # 6 arms x 5 seeds + (depth=vgg, cpr=5) x 2 sweep arms x 3 sweep seeds = 30 + 12
+    assert len(smoke) == 42
+    assert {s.setting for s in smoke} == {"", "depth=vgg", "cpr=5"}
+    full = specs(RunContext(CLAIM.id, "full", SCALES["full"], seeds))
+    assert len(full) == 30 + 6 * 4 * 5  # 3 depths + 3 cpr settings, 4 arms, 5 seeds
+
+
+def test_paper_scale_without_data_is_a_clear_error(monkeypatch):
+    from audit.claims import AuditError, RunContext, RunSpec
+    from audit.experiments.flayer_masked_zero import CLAIM, SCALES, run
+
+    monkeypatch.delenv("AUDIT_DATA", raising=False)
+    ctx = RunContext(CLAIM.id, "paper", SCALES["paper"], (0, 1))
+    with pytest.raises(AuditError, match="cifar-100-python"):
+        run(RunSpec("literal", 0, ""), ctx)
