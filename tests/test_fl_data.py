@@ -190,3 +190,14 @@ def test_stdlib_chars_is_deterministic():
     assert torch.equal(a.x_train, b.x_train) and a.x_train.shape[1] == 16
     assert torch.equal(a.x_train[:, 1:], a.y_train[:, :-1])
     assert int(a.x_train.max()) < a.num_classes
+
+
+def test_load_dataset_reads_audit_data_env(tmp_path, monkeypatch):
+    base = tmp_path / "cifar-100-python"
+    for name in ("train", "test"):
+        _pickle(base / name, {b"data": np.zeros((1, 3072), np.uint8), b"fine_labels": [3]})
+    monkeypatch.setenv("AUDIT_DATA", str(tmp_path))
+    assert D.load_dataset("CIFAR-100").y_train.tolist() == [3]
+    assert D.load_dataset("digits").name == "digits"
+    with pytest.raises(ValueError, match="unknown dataset"):
+        D.load_dataset("mnist-but-not-here")

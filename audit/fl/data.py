@@ -59,7 +59,7 @@ import os
 import pickle
 import sys
 import sysconfig
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
@@ -86,6 +86,7 @@ __all__ = [
     "make_federated",
     "resolve_data_dir",
     "shard_partition",
+    "stdlib_text",
     "synthetic_classification",
 ]
 
