@@ -72,3 +72,14 @@ def test_simulated_run_metered_uploads_equal_the_selected_layers(result):
     # the layers it selected: two independent counts of the same learnGene bytes
     assert result.verdict.estimate("sim_metered_minus_selected_bytes").value == 0
     assert result.verdict.estimate("sim_metered_down_minus_model_bytes").value == 0
+
+
+def test_paper_scale_simulation_without_data_is_a_clear_error(monkeypatch):
+    from audit.claims import AuditError, RunSpec
+    from audit.experiments.genefl_uplink_bytes import CLAIM
+    from audit.runner import make_context
+
+    monkeypatch.delenv("AUDIT_DATA", raising=False)
+    ctx = make_context(CLAIM, "paper")
+    with pytest.raises(AuditError, match="cifar10"):
+        CLAIM.run(RunSpec("simulated-run"), ctx)
