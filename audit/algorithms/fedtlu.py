@@ -25,7 +25,7 @@ Three things live here, each small and testable on its own.
    sequence of parameter shapes, and keep the aggregated value only for the top S
    blocks of each group; every other block stays at the previous global value. The arms
    of the audit differ only in the selector: ``fedtlu`` (top score), ``random``,
-   ``last`` (the deepest blocks) and ``full`` (every block).
+   ``last`` (the deepest blocks), ``full`` (every block) and the control ``none``.
 
 No official code was found for this paper; nothing here comes from anyone's release.
 """
@@ -45,7 +45,7 @@ from audit.fl.engine import Algorithm
 
 Number = float | Fraction
 
-SELECTORS = ("fedtlu", "random", "last", "full")
+SELECTORS = ("fedtlu", "random", "last", "full", "none")
 
 
 # =========================================================================== 1. the proof
@@ -273,7 +273,10 @@ def select_blocks(selector: str, group: Sequence[str], k: int, scores: Mapping[s
                   rng: np.random.Generator) -> list[str]:
     """The ``k`` blocks of ``group`` to update. ``fedtlu``: highest summed score (ties:
     model order); ``random``: uniform without replacement; ``last``: the deepest k;
-    ``full``: all."""
+    ``full``: all; ``none``: no block of a group of two or more (a known-worse control:
+    only the singleton blocks -- embeddings, final norm, head -- ever train)."""
+    if selector == "none":  # the assay-sensitivity control: repeated blocks stay frozen
+        return [] if len(group) > 1 else list(group)
     if selector == "full" or k >= len(group):
         return list(group)
     if selector == "fedtlu":
@@ -326,7 +329,8 @@ class TargetedUpdate(Algorithm):
     ``probe``: when given (x, y) token windows, every round records the share of the
     squared gradient norm of the loss on them, at the pre-round global model, that the
     selected blocks hold (Assumption (b)'s ratio ||g_S||^2 / ||g||^2), in the whole model
-    (``ratio_model``) and within the groups that are selected in part (``ratio_group``),
+    (``ratio_model``; ``ratio_model_oracle``: the largest share any choice of the same
+    number of blocks per group holds, i.e. the top blocks by gradient mass) and within the groups that are selected in part (``ratio_group``),
     beside the mean of ``ratio_group`` over every subset of the same sizes
     (``ratio_group_random``: what a uniformly random choice holds on average).
     """
@@ -360,6 +364,10 @@ class TargetedUpdate(Algorithm):
         total = sum(mass.values())
         chosen = set(sel.selected)
         out["ratio_model"] = sum(mass[b] for b in chosen) / total
+        # the best any selector of the same sizes could do: top blocks by gradient mass
+        best = [b for grp in groups for b in sorted(grp, key=lambda b: -mass[b])
+                [:n_selected(len(grp), self.portion)]]
+        out["ratio_model_oracle"] = sum(mass[b] for b in best) / total
         part = [grp for grp in groups if n_selected(len(grp), self.portion) < len(grp)]
         if part:
             gmass = sum(mass[b] for grp in part for b in grp)

@@ -1,0 +1,73 @@
+"""Falsifier for `fedtlu-lower-bound` (FedTLU, arXiv 2412.17692; CLAIMS.md section 2).
+
+The exact numbers of part 1 are closed forms (see audit/algorithms/fedtlu.py):
+on f = 0.5*3*|w|^2, eta = 1, |w| = 1, A = 9: D = eta*a*(1 - eta*L/2) = -a/2 per block,
+so D_full = LB_full = -4.5 and D_S = LB_S = -0.95*9/2 = -4.275.
+"""
+import pytest
+
+from audit.pytest_plugin import check_lock
+from audit.verdict import Outcome
+
+CLAIM = "fedtlu-lower-bound"
+
+
+@pytest.fixture(scope="module")
+def result(audit_run):
+    return audit_run(CLAIM)
+
+
+def test_verdict_matches_lock(result):
+    check_lock(result)
+
+
+@pytest.mark.parametrize("name,value", [
+    ("isotropic_delta_full", -4.5),
+    ("isotropic_delta_subset", -4.275),
+    ("isotropic_lb_full", -4.5),
+    ("isotropic_lb_subset", -4.275),
+    # curvatures 3 (subset) and 3/2 (rest): D_full = -4.275 + 0.45*(1 - 0.75) = -4.1625
+    ("counterexample_delta_full", -4.1625),
+    ("counterexample_delta_subset", -4.275),
+    # subset holding 0.99*9 = 8.91: D_S = -4.455, printed bound -4.275
+    ("slack_subset_bound_gap", -0.18),
+    ("random_lemma_violations", 0.0),
+])
+def test_exact_estimates(result, name, value):
+    e = result.verdict.estimate(name)
+    assert e.exact
+    assert e.value == pytest.approx(value, abs=1e-12)
+
+
+def test_reviewer_test_does_not_show_the_fallacy(result):
+    # the full step raises the loss MORE than the subset step in the reviewer's own test
+    v = result.verdict
+    assert v.estimate("isotropic_delta_full").value < v.estimate("isotropic_delta_subset").value
+    assert v.part("isotropic-test").verdict == Outcome.REFUTED
+
+
+def test_proof_parts_follow_from_exact_counterexamples(result):
+    v = result.verdict
+    assert v.part("ordering").verdict == Outcome.CONFIRMED
+    assert v.part("vacuous-regime").verdict == Outcome.CONFIRMED
+    lbs, lbf = (v.estimate("counterexample_lb_subset").value,
+                v.estimate("counterexample_lb_full").value)
+    assert lbs > lbf
+    assert v.estimate("counterexample_delta_full").value > \
+        v.estimate("counterexample_delta_subset").value
+
+
+def test_score_properties_reported(result):
+    v = result.verdict
+    assert v.estimate("score_scale_invariance_max_rel_err").value < 1e-12
+    assert v.estimate("score_identity_max_rel_err").value < 1e-12
+
+
+def test_empirical_estimates_have_intervals(result):
+    v = result.verdict
+    for name in ("ppl_random_minus_fedtlu_clean", "ppl_random_minus_fedtlu_noisy",
+                 "assumption_b_ratio_fedtlu", "score_link_gain"):
+        e = v.estimate(name)
+        assert e.n == len(result.ctx.seeds) and e.low <= e.value <= e.high
+    r = v.estimate("assumption_b_ratio_fedtlu").value
+    assert 0.0 < r < 1.0
