@@ -21,10 +21,18 @@ Returned keys:
     threads, device, torch, workload (the settings above)
 Both paths are warmed up on one round first (lazy imports, allocator), so that the
 timed numbers compare steady-state loops, and run under the same thread count.
+
+Threads matter more than anything else on a 2-core CPU. The batched path runs few,
+large kernels that use two threads well; the plain loop runs many small ones. With
+OpenMP's default (active) waiting on a CPU shared with other jobs, idle threads spin
+and both timings inflate several-fold; ``OMP_WAIT_POLICY=PASSIVE`` (set before torch is
+imported) avoids that, but makes each small kernel of the plain loop pay a thread
+wake-up. The output records ``threads`` and ``omp_wait_policy`` so a reader can tell.
 """
 
 from __future__ import annotations
 
+import os
 import platform
 import time
 
@@ -144,6 +152,7 @@ def _bench(device: str, rounds: int | None, sequential: bool) -> dict:
         out["sequential_seconds"] = time.perf_counter() - t
     out["rounds_per_second"] = rounds / out["seconds"]
     out.update(threads=torch.get_num_threads(), device=device, torch=torch.__version__,
+               omp_wait_policy=os.environ.get("OMP_WAIT_POLICY"),
                machine=platform.machine(), workload={**WORKLOAD, "rounds": rounds})
     return out
 

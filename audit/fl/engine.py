@@ -387,6 +387,16 @@ def _sgd(p, g, m, lr, cfg: FLConfig):
     return p - lr * g, m
 
 
+def _lr_for(lr: float, scale, key: str, like: torch.Tensor):
+    """lr times the algorithm's multiplier for ``key`` (moved to the parameter's device)."""
+    if scale is None or key not in scale:
+        return lr
+    v = scale[key]
+    if isinstance(v, torch.Tensor):
+        return lr * v.to(device=like.device, dtype=like.dtype)
+    return lr * float(v)
+
+
 def _overrides(alg: Algorithm, name: str) -> bool:
     return getattr(type(alg), name) is not getattr(Algorithm, name)
 
@@ -449,8 +459,8 @@ class _Trainer:
             it = torch.as_tensor(idx, device=x.device)
             g = gfn(params, buffers, x[it], y[it], None, ctx)
             for k in self.pkeys:
-                lr = cfg.lr if scale is None or k not in scale else cfg.lr * scale[k]
-                params[k], mom[k] = _sgd(params[k], g[k], mom[k], lr, cfg)
+                params[k], mom[k] = _sgd(params[k], g[k], mom[k],
+                                         _lr_for(cfg.lr, scale, k, params[k]), cfg)
             last_g = g
         return {**params, **buffers}
 
