@@ -102,6 +102,19 @@ class RunContext:
     seeds: tuple[int, ...]
     device: str = "cpu"
     data_dir: str | None = None
+    checkpoint_dir: str | None = None  # set by the runner; None: no checkpoints
+
+    def checkpoint(self, spec: "RunSpec") -> str | None:
+        """A checkpoint file for one unit (engine runs save and resume there), or None."""
+        if not self.checkpoint_dir:
+            return None
+        import hashlib
+
+        key = json.dumps([spec.to_dict(), self.scale, dict(self.config), self.device],
+                         sort_keys=True, default=str)
+        folder = Path(self.checkpoint_dir) / self.claim_id
+        folder.mkdir(parents=True, exist_ok=True)
+        return str(folder / f"{hashlib.sha256(key.encode()).hexdigest()[:24]}.pt")
 
 
 @dataclass(frozen=True)

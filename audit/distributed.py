@@ -85,7 +85,8 @@ class RayBackend:
         task = ray.remote(**options)(_run_unit)
         ctx_dict = {"claim_id": ctx.claim_id, "scale": ctx.scale, "config": dict(ctx.config),
                     "seeds": list(ctx.seeds), "device": ctx.device,
-                    "data_dir": ctx.data_dir, "threads": max(1, int(self.cpus_per_run))}
+                    "data_dir": ctx.data_dir, "checkpoint_dir": ctx.checkpoint_dir,
+                    "threads": max(1, int(self.cpus_per_run))}
         module = claim.run.__module__  # the module that defines CLAIM (and its run)
         pending = {task.remote(module, spec.to_dict(), dict(ctx_dict)): spec
                    for spec in specs}

@@ -7,6 +7,7 @@ never used.
 """
 from __future__ import annotations
 
+import dataclasses
 import datetime as _dt
 import hashlib
 import json
@@ -270,6 +271,8 @@ def execute(claim: Claim | PendingClaim, ctx: RunContext, *, cache: Cache,
         backend = FunctionBackend(runner) if runner is not None else LocalBackend()
     t0 = time.perf_counter()
     version = code_version()
+    if cache.enabled and ctx.checkpoint_dir is None:  # long runs checkpoint beside the cache
+        ctx = dataclasses.replace(ctx, checkpoint_dir=str(cache.root / "checkpoints"))
     specs = claim.unit_specs(ctx)
     results: dict[RunSpec, Mapping] = {}
     todo: dict[RunSpec, dict] = {}
