@@ -14,7 +14,6 @@ collapse compared with a carry-over or masked-delta server.
 import math
 
 import hypothesis.strategies as st
-import numpy as np
 import pytest
 import torch
 from hypothesis import given, settings

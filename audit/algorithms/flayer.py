@@ -34,9 +34,8 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any, Mapping, Optional, Sequence
+from typing import Mapping, Optional, Sequence
 
-import numpy as np
 import torch
 import torch.nn as nn
 from torch.func import functional_call

@@ -121,7 +121,8 @@ RULE_COLLAPSE = Rule(
     f"arm (carry-over, selector-mean, masked-delta) with the highest mean, B = literal. "
     f"stats.three_way(A, B, margin={MARGIN}, equivalence_margin={EQUIV}, alpha={ALPHA}): "
     f"CONFIRMED ('collapse') when the {int((1 - ALPHA) * 100)}% paired CI of A - B "
-    f"(Student-t below 10 seeds, BCa from 10 on) lies above {MARGIN} (10 accuracy points); REFUTED when it lies below {MARGIN}, "
+    f"(Student-t below 10 seeds, BCa from 10 on) lies above {MARGIN} (10 accuracy "
+    f"points); REFUTED when it lies below {MARGIN}, "
     f"or when TOST shows |A - B| < {EQUIV} with assay sensitivity (the same seeds and "
     f"metric separate A's trained model from its untrained round-0 model by more than the "
     f"margin); INCONCLUSIVE otherwise. Choosing the best of three corrected arms favours "
@@ -271,7 +272,8 @@ def eq4_table() -> Table:
                      round((ms[2] - 1.0) / math.log(1.0 / g), 4) if g < 1 else None))
     rows.append(("0", "inf", "inf", "inf", None))
     return Table("Eq. 4: the learning-rate multiplier 1 + log(1 + 1/||g||) * i/L",
-                 ("||g_i||", "i/L = 0.1", "i/L = 0.5", "i/L = 1", "(m - 1)/log(1/||g||) at i/L = 1"),
+                 ("||g_i||", "i/L = 0.1", "i/L = 0.5", "i/L = 1",
+                  "(m - 1)/log(1/||g||) at i/L = 1"),
                  tuple(rows),
                  "Exact values. The multiplier has no upper bound: it grows like "
                  "(i/L) log(1/||g||) (last column tends to i/L = 1), so a layer whose "
@@ -418,14 +420,14 @@ def analyse(results: Mapping[RunSpec, Mapping], ctx: RunContext) -> Analysis:
             "sweep": "Sweeps (same rule, not in the verdict): " + "; ".join(sweep_txt) + "."}
     part_c = RULE_COLLAPSE(ev_c)
 
+    ratio = results_table(results, "norm_ratio", ARM_NAMES, seeds)
+    zeros = results_table(results, "final_zero_frac", ARM_NAMES, seeds)
     tables = [
         Table("Final accuracy per arm (base setting, mean over seeds, 95% t-interval)",
               ("arm", "personalised", "95% CI", "global", "95% CI", "norm final/initial",
                "zero fraction"),
-              tuple((a, *_row(pers[a]), *_row(glob[a]),
-                     round(float(results_table(results, "norm_ratio", [a], seeds)[a].mean()), 3),
-                     round(float(results_table(results, "final_zero_frac", [a], seeds)[a].mean()), 4))
-                    for a in ARM_NAMES),
+              tuple((a, *_row(pers[a]), *_row(glob[a]), round(float(ratio[a].mean()), 3),
+                     round(float(zeros[a].mean()), 4)) for a in ARM_NAMES),
               f"Resolution of the global accuracy: one test example = 1/{n_test} = "
               f"{1 / n_test:.4f}."),
         Table("Gap to the best corrected arm by setting (personalised accuracy)",
