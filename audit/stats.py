@@ -70,6 +70,7 @@ __all__ = [
 #: Pairs from which ``method="auto"`` switches from Student-t to BCa bootstrap.
 #: Below it, bootstrap intervals under-cover (STATISTICS.md, "Intervals at small n").
 BOOTSTRAP_MIN_N = 10
+THREE_WAY_BOOTSTRAP_SEED = 20261130  # three_way's generator when none is passed
 
 #: The outcomes of :func:`three_way`, about the claim "A beats B by at least m".
 OUTCOMES = ("SUPPORTED", "FALSIFIED", "INCONCLUSIVE")
@@ -595,6 +596,10 @@ def three_way(
     if not math.isfinite(margin):
         raise ValueError(f"margin must be finite; got {margin}")
     alpha = _check_alpha(alpha, upper=0.5)
+    if rng is None:
+        # A verdict must be reproducible: with 10+ pairs the BCa interval resamples, so
+        # the rule uses a generator of fixed seed unless the caller passes its own.
+        rng = np.random.default_rng(THREE_WAY_BOOTSTRAP_SEED)
     diff = paired_difference(a, b, level=1 - alpha, method="auto", rng=rng)
     tost = tost_paired(a, b, equivalence_margin, alpha=alpha)
     n, d = diff.n, tost.margin
@@ -624,14 +629,18 @@ def three_way(
 
     mde = minimum_detectable_effect(n, alpha=alpha, power=power) * diff.sd
     effect = diff.mean - margin
-    needed = (
-        seeds_needed(effect, diff.sd, alpha=alpha, power=power)
-        if effect != 0.0 and diff.sd > 0.0
-        else None
-    )
-    need_txt = f"{needed} pairs would detect the observed effect {_g(effect)}" if needed else (
-        "no number of seeds would detect the observed effect of 0"
-    )
+    needed = None
+    if effect != 0.0 and diff.sd > 0.0:
+        try:
+            needed = seeds_needed(effect, diff.sd, alpha=alpha, power=power)
+        except ValueError:  # dz so small (a float residue) that no sample size reaches it
+            needed = None
+    if needed:
+        need_txt = f"{needed} pairs would detect the observed effect {_g(effect)}"
+    elif effect == 0.0:
+        need_txt = "no number of seeds would detect the observed effect of 0"
+    else:
+        need_txt = f"no feasible number of seeds would detect the observed effect {_g(effect)}"
     if tost.equivalent:
         why = f"equivalence holds ({tost_txt}) but there is no assay sensitivity"
     else:

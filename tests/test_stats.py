@@ -464,7 +464,7 @@ def test_three_way_large_n_needs_rng_and_uses_bca():
     b = rng.normal(size=12)
     a = b + 1.0 + 0.2 * rng.normal(size=12)
     with pytest.raises(TypeError, match="rng must be a numpy.random.Generator"):
-        three_way(a, b, equivalence_margin=0.1)
+        three_way(a, b, equivalence_margin=0.1, rng="not a generator")
     res = three_way(a, b, equivalence_margin=0.1, rng=np.random.default_rng(0))
     assert res.difference.method == "bca" and res.outcome == "SUPPORTED"
 
@@ -532,3 +532,24 @@ def test_three_way_supported_takes_precedence_over_equivalence():
 def test_mean_interval_constant_values_collapse():
     est = mean_interval([0.9, 0.9, 0.9])
     assert est.sd == 0.0 and est.low == est.high == pytest.approx(0.9)
+
+
+def test_three_way_at_ten_or_more_pairs_needs_no_rng_and_is_reproducible():
+    # BCa from 10 pairs on: without an rng the rule uses a fixed-seed generator, so the
+    # same data give the same interval and outcome (a verdict must be repeatable).
+    rng = np.random.default_rng(11)
+    a, b = rng.normal(1.0, 1.0, 12), rng.normal(0.0, 1.0, 12)
+    first, second = three_way(a, b, equivalence_margin=0.1), \
+        three_way(a, b, equivalence_margin=0.1)
+    assert first.difference.method == "bca"
+    assert first.difference.confidence_interval() == second.difference.confidence_interval()
+    assert first.outcome == second.outcome
+
+
+def test_three_way_survives_a_floating_point_residue_difference():
+    # Two arms equal up to a float residue (found by the LIPS falsifier): the power solver
+    # finds no sample size; the rule must still decide instead of raising.
+    b = np.array([0.81, 0.84, 0.79, 0.86, 0.83])
+    a = b + np.array([1e-3, -1e-3, 2e-3, -2e-3, 1e-12])  # mean 2e-13, dz about 1e-10
+    res = three_way(a, b, equivalence_margin=0.02, sensitive=False)
+    assert res.outcome == "INCONCLUSIVE" and res.seeds_needed is None
