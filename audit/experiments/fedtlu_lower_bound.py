@@ -708,5 +708,9 @@ CLAIM = Claim(
     ),
     answers={"skeptic_critique.concrete_test": "isotropic-test",
              "skeptic_critique.load_bearing_attack": "ordering",
-             "falsifier": "assumption-b"},
+             "falsifier": "assumption-b",
+             "referee_report.major_comments[0]": "ordering",
+             "referee_report.major_comments[1]": "assumption-b",
+             "referee_report.major_comments[2]": "noise",
+             "referee_report.major_comments[3]": "noise"},
 )

@@ -541,7 +541,7 @@ CLAIM = Claim(
     paper=FLAYER,
     record=RecordRef(RECORDS[FLAYER.arxiv_id],
                      ("skeptic_critique.concrete_test", "skeptic_critique.load_bearing_attack",
-                      "referee_report.major_comments")),
+                      "falsifier", "referee_report.major_comments[0]")),
     title="masked-zero aggregation collapse",
     statement=("Run as printed, the server average lets masked-out coordinates enter as "
                "zeros, so unselected weights vanish and selected ones shrink; the "
@@ -563,5 +563,6 @@ CLAIM = Claim(
     ),
     answers={"skeptic_critique.concrete_test": "structural",
              "skeptic_critique.load_bearing_attack": "collapse",
-             "referee_report.major_comments": "structural"},
+             "falsifier": "collapse",
+             "referee_report.major_comments[0]": "structural"},
 )

@@ -394,8 +394,7 @@ CLAIM = Claim(
     id="genefl-inverted-cosine",
     paper=GENEFL,
     record=RecordRef(RECORDS[GENEFL.arxiv_id],
-                     ("skeptic_critique.rationale", "referee_report.major_comments",
-                      "pith_extraction.falsifier")),
+                     ("falsifier", "referee_report.major_comments[1]")),
     title="inverted cosine score",
     statement=("A high cosine to the previous weights means a layer moved little, so "
                "keeping the top-scored layers keeps the most stable ones, the opposite "
@@ -411,5 +410,5 @@ CLAIM = Claim(
         PaperNumber("learnGene size", "9.04 MB", "abstract", ""),
         PaperNumber("selection rule", "top gamma by descending xi", "Algorithm 1", ""),
     ),
-    answers={"pith_extraction.falsifier": "direction"},
+    answers={"falsifier": "direction", "referee_report.major_comments[1]": "selection"},
 )

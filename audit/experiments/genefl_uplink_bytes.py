@@ -492,7 +492,7 @@ CLAIM = Claim(
     paper=GENEFL,
     record=RecordRef(RECORDS[GENEFL.arxiv_id],
                      ("skeptic_critique.concrete_test", "skeptic_critique.load_bearing_attack",
-                      "referee_report.major_comments")),
+                      "referee_report.major_comments[0]", "referee_report.major_comments[2]")),
     title="uplink vs bidirectional bytes",
     statement=("The fourfold saving counts only uploads; with the full cluster model sent "
                "down every round the total saving is well under two, and the paper's own "
@@ -516,5 +516,7 @@ CLAIM = Claim(
         PaperNumber("Comm formula", "R x B x |W| x 2", "Section IV-B", ""),
     ),
     answers={"skeptic_critique.concrete_test": "bidirectional",
-             "referee_report.major_comments": "formula"},
+             "skeptic_critique.load_bearing_attack": "bidirectional",
+             "referee_report.major_comments[0]": "bidirectional",
+             "referee_report.major_comments[2]": "formula"},
 )

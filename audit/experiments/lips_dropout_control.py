@@ -594,7 +594,9 @@ CLAIM = Claim(
     id=CLAIM_ID,
     paper=LIPS,
     record=RecordRef(RECORDS[LIPS.arxiv_id], ("skeptic_critique.load_bearing_attack",
-                                              "skeptic_critique.concrete_test")),
+                                              "skeptic_critique.concrete_test", "falsifier",
+                                              "referee_report.major_comments[1]",
+                                              "referee_report.major_comments[4]")),
     title="dropout control",
     statement="The accuracy gain of LIPS is never compared with generic regularisation "
               "of the middle layers (dropout, weight decay, noise) nor with pruning every "
@@ -608,6 +610,10 @@ CLAIM = Claim(
     run=run,
     analyse=analyse,
     specs=specs,
+    answers={"skeptic_critique.concrete_test": "regularisation-controls",
+             "falsifier": "regularisation-controls",
+             "referee_report.major_comments[1]": "regularisation-controls",
+             "referee_report.major_comments[4]": "layer-targeting"},
     paper_numbers=(
         PaperNumber("FedBN, CIFAR-100 Dir(0.1)", 43.08, "main results table", ours="acc_fedbn"),
         PaperNumber("LIPS, CIFAR-100 Dir(0.1)", 47.84, "main results table", ours="acc_lips"),
