@@ -271,6 +271,41 @@ def test_targeted_update_in_the_engine_full_equals_fedavg_and_ratio_in_range():
         assert a["ratio_group_random"] == pytest.approx(0.5)  # 1 of 2 blocks, on average
 
 
+def test_random_selector_run_resumes_from_a_checkpoint_with_the_same_numbers(tmp_path):
+    # The random selector draws from its own generator and the selection log feeds the
+    # report: both travel in the checkpoint (TargetedUpdate.state_dict).
+    from audit.fl.data import contiguous_partition, load_stdlib_chars, make_federated
+    from audit.fl.engine import FLConfig, run_federated
+
+    ds = load_stdlib_chars(seq_len=8, max_chars=3000)
+    fed = make_federated(ds, contiguous_partition(len(ds.y_train), 3), 0.0, 0.0,
+                         np.random.default_rng(0))
+    mk = lambda: build_lm(vocab_size=ds.num_classes, d_model=8, n_heads=2, n_layers=4,
+                          max_len=8)
+    cfg = FLConfig(rounds=4, batch_size=64, lr=0.5, seed=0, eval_personal=False,
+                   layer_metrics=False)
+    full_alg = tlu.TargetedUpdate("random", 0.5)
+    full = run_federated(mk, fed, full_alg, cfg)
+
+    class Killed(Exception):
+        pass
+
+    class DiesAtThree(tlu.TargetedUpdate):
+        def round_metrics(self, round, *args):
+            if round == 3:
+                raise Killed
+            return super().round_metrics(round, *args)
+
+    ckpt = str(tmp_path / "tlu.pt")
+    with pytest.raises(Killed):
+        run_federated(mk, fed, DiesAtThree("random", 0.5), cfg, checkpoint=ckpt,
+                      checkpoint_every=2)
+    alg = tlu.TargetedUpdate("random", 0.5)
+    resumed = run_federated(mk, fed, alg, cfg, checkpoint=ckpt, checkpoint_every=2)
+    assert resumed.test_loss == full.test_loss
+    assert [s.selected for s in alg.log] == [s.selected for s in full_alg.log]
+
+
 # ------------------------------------------------------------------------------- Holm
 @given(p=st.lists(st.floats(0.0, 1.0), min_size=1, max_size=6))
 def test_holm_levels_reproduce_holm(p):

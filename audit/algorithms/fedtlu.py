@@ -347,11 +347,22 @@ class TargetedUpdate(Algorithm):
         self.model = model
         self.keys = [n for n, _ in model.named_parameters()]
         rng = np.random.default_rng([config.seed, 11])  # the random selector's own stream
+        self._rng = rng
         self.log = []
         self.rule = chain(weighted_mean(),
                           targeted_update(self.selector, self.portion, self.keys, rng, self.log))
         if self.probe is not None:
             self.probe = tuple(t.to(config.device) for t in self.probe)
+
+    def state_dict(self) -> dict:
+        """The selection log and the random selector's generator (for checkpoints)."""
+        return {"log": [{"selected": list(s.selected), "scores": dict(s.scores),
+                         "groups": [list(g) for g in s.groups]} for s in self.log],
+                "rng": self._rng.bit_generator.state}
+
+    def load_state_dict(self, state) -> None:
+        self.log[:] = [Selection(d["selected"], d["scores"], d["groups"]) for d in state["log"]]
+        self._rng.bit_generator.state = state["rng"]  # the rule's closure holds this object
 
     def round_metrics(self, round, global_state, prev_global, uploads, client_ids):
         sel = self.log[-1]

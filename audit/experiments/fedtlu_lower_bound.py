@@ -199,7 +199,8 @@ def fl_run(arm: str, seed: int, setting: str, ctx: RunContext) -> dict:
     vocab = ds.num_classes
     h = run_federated(lambda: build_lm(vocab_size=vocab, max_len=cfg["seq_len"],
                                        d_model=cfg["d_model"], n_heads=cfg["n_heads"],
-                                       n_layers=cfg["n_layers"]), fed, alg, fl)
+                                       n_layers=cfg["n_layers"]), fed, alg, fl,
+                      checkpoint=ctx.checkpoint(RunSpec(arm, seed, setting)))
     ppl = [math.exp(x) for x in h.test_loss]
     out = {"ppl": ppl, "rounds": list(h.rounds), "ppl_final": ppl[-1], "ppl_prev": ppl[-2],
            "ppl_min": min(ppl), "seconds": h.seconds, "vocab": int(vocab),

@@ -229,7 +229,7 @@ def run(spec: RunSpec, ctx: RunContext) -> dict:
                   local_epochs=cfg["local_epochs"], batch_size=cfg["batch_size"],
                   lr=cfg["lr"], seed=spec.seed, device=ctx.device,
                   eval_every=cfg["eval_every"], eval_init=True, layer_metrics=False)
-    h = run_federated(model_fn, fed, alg, fl)
+    h = run_federated(model_fn, fed, alg, fl, checkpoint=ctx.checkpoint(spec))
     per_round = [{k: v for k, v in m.items() if k in _KEEP or ":" in k} for m in h.algo]
     return {
         "init_norm": init_norm,
