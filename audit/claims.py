@@ -30,6 +30,8 @@ CLAIM_MODULES: tuple[str, ...] = (
     "audit.experiments.genefl_inverted_cosine",
     "audit.experiments.genefl_uplink_bytes",
     "audit.experiments.lips_dropout_control",
+    "audit.experiments.flayer_eq4_unbounded",
+    "audit.experiments.fedtlu_score_undefined",
 )
 
 

@@ -1,0 +1,287 @@
+"""Falsifier ``fedtlu-score-undefined``: FedTLU's layer score at std(dW) = 0, and its scale.
+
+Paper: FedTLU, arXiv 2412.17692v2, Section III: ``Score(W) = ||dW|| / (sqrt(n) std(dW))``
+for the aggregated change dW of a layer with n entries. Review record 001
+(``referee_report.minor_comments[0]``): the score has no value when std(dW) = 0, which a
+frozen or unselected layer produces, and the paper does not say what happens then.
+
+What we compute (exact; no seeds):
+
+- ``undefined``: the printed formula evaluated literally in float64 (numpy, population
+  std, no guard; :func:`literal_score`) on updates whose std is 0: all-zero (a frozen
+  layer: 0/0), constant non-zero (x/0), a one-entry layer; beside them, what the
+  project's guarded :func:`audit.algorithms.fedtlu.score` returns (imported: all-zero ->
+  0.0, constant non-zero -> +inf, its documented choice) and the rounding case (a
+  constant whose float64 mean is not exact, so np.std is a few 1e-17 and the literal
+  score is a huge finite number instead of inf).
+- ``scale-invariant``: with the population std, ||dW||^2 / n = mean^2 + var, so
+  Score = sqrt(1 + mean^2 / var) (:func:`audit.algorithms.fedtlu.score_identity`), which
+  does not change when dW is multiplied by any c != 0. A seeded sweep (numpy generator
+  seeded 0) of random updates (sizes, means, spreads, distributions) and scales c
+  (log-uniform in [1e-6, 1e6], random sign): the largest relative change of the score
+  under scaling, and the largest relative gap to the identity.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from audit.claims import (FEDTLU, RECORDS, Analysis, Arm, AuditError, Claim, Figure,
+                          PaperNumber, RecordRef, RunContext, RunSpec, Table)
+from audit.verdict import Estimate, Outcome, Rule, primary
+
+CLAIM_ID = "fedtlu-score-undefined"
+INVARIANCE_TOL = 1e-12  # max relative deviation for CONFIRMED
+DEPENDS_TOL = 1e-6  # a relative change above this under scaling would refute
+
+BASE = {"n_updates": 400, "scales_per_update": 5, "log10_scale": [-6.0, 6.0],
+        "sizes": [2, 10, 100, 1000], "max_mean_over_sd": 10.0, "seed": 0}
+SCALES = {"smoke": BASE, "full": {**BASE, "n_updates": 4000},
+          "paper": {**BASE, "n_updates": 4000, "sizes": [2, 10, 100, 1000, 100_000]}}
+
+# updates with std = 0 (and one near it), as (label, values)
+STD_ZERO_CASES = (
+    ("all zero, n = 4 (frozen layer)", [0.0] * 4),
+    ("constant 0.5, n = 4", [0.5] * 4),
+    ("constant -0.25, n = 1000", [-0.25] * 1000),
+    ("one entry, 0.3 (n = 1)", [0.3]),
+    ("one entry, 0.0 (n = 1)", [0.0]),
+    ("constant 0.1, n = 3 (float64 mean rounds)", [0.1] * 3),
+)
+
+ARMS = (
+    Arm("literal", "Section III's score evaluated literally in float64 (numpy, population "
+        "std, no guard)", "as printed"),
+    Arm("guarded", "audit.algorithms.fedtlu.score: std = 0 handled (zero -> 0, constant "
+        "-> inf)", "our guard for std = 0, the case the paper leaves open"),
+)
+
+
+def literal_score(dw) -> float:
+    """``||dW|| / (sqrt(n) * std(dW))`` in float64 as printed, no guard (0/0 -> nan,
+    x/0 -> inf, with IEEE semantics)."""
+    x = np.asarray(dw, dtype=np.float64).ravel()
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return float(np.float64(np.linalg.norm(x)) / (np.sqrt(np.float64(x.size))
+                                                      * np.std(x)))
+
+
+def _fn(arm: str):
+    if arm == "literal":
+        return literal_score
+    if arm == "guarded":
+        from audit.algorithms.fedtlu import score
+
+        return score
+    raise AuditError(f"unknown arm {arm!r}")
+
+
+def _sweep(cfg, f) -> dict:
+    from audit.algorithms.fedtlu import score_identity
+
+    rng = np.random.default_rng(cfg["seed"])
+    lo, hi = cfg["log10_scale"]
+    dev_scale = dev_id = 0.0
+    worst = None
+    for u in range(cfg["n_updates"]):
+        n = int(rng.choice(cfg["sizes"]))
+        kind = ("normal", "uniform", "sparse")[u % 3]
+        sd = 10.0 ** rng.uniform(-4, 1)
+        mean = sd * rng.uniform(-cfg["max_mean_over_sd"], cfg["max_mean_over_sd"])
+        if kind == "normal":
+            x = mean + sd * rng.standard_normal(n)
+        elif kind == "uniform":
+            x = mean + sd * rng.uniform(-1.7, 1.7, n)
+        else:  # mostly zeros: a sparsely updated layer
+            x = np.where(rng.random(n) < 0.2, mean + sd * rng.standard_normal(n), 0.0)
+        if np.all(x == x[0]):  # std = 0: that is the other part
+            continue
+        s0, ident = f(x), score_identity(x)
+        dev_id = max(dev_id, abs(s0 - ident) / ident)
+        for _ in range(cfg["scales_per_update"]):
+            c = float(rng.choice([-1.0, 1.0]) * 10.0 ** rng.uniform(lo, hi))
+            s1 = f(c * x)
+            d = abs(s1 - s0) / s0
+            if d > dev_scale or worst is None:
+                dev_scale, worst = max(dev_scale, d), {"n": n, "kind": kind, "c": c,
+                                                       "score": s0, "scaled": s1}
+    return {"max_rel_dev_scale": dev_scale, "max_rel_dev_identity": dev_id,
+            "worst": worst}
+
+
+def _moves(f) -> list[dict]:
+    """Two layers with the same pattern, one moved 10^6 times further; and a large
+    zero-mean move against a tiny one-signed move."""
+    rng = np.random.default_rng([0, 1])
+    v = rng.standard_normal(64)
+    w = 1e-4 * (1.0 + 0.1 * rng.standard_normal(64))
+    cases = [("pattern v, scaled 1e-3", 1e-3 * v), ("pattern v, scaled 1e3", 1e3 * v),
+             ("large zero-mean move (sd 1)", v - v.mean()),
+             ("tiny one-signed move (1e-4 +- 10%)", w)]
+    exps = [e / 2 for e in range(-12, 13)]  # c = 10^-6 .. 10^6
+    return [{"layer": k, "norm": float(np.linalg.norm(x)), "score": f(x),
+             "log10_c": exps, "scaled": [f(10.0 ** e * x) for e in exps]} for k, x in cases]
+
+
+def run(spec: RunSpec, ctx: RunContext) -> dict:
+    f = _fn(spec.arm)
+    cases = []
+    for label, vals in STD_ZERO_CASES:
+        x = np.array(vals, dtype=np.float64)
+        cases.append({"case": label, "n": int(x.size), "norm": float(np.linalg.norm(x)),
+                      "std": float(np.std(x)), "score": f(x)})
+    return {"cases": cases, "sweep": _sweep(ctx.config, f), "moves": _moves(f)}
+
+
+# ----------------------------------------------------------------------------- rules
+def _undefined_decide(ev):
+    lit = {c["case"]: c["score"] for c in ev["literal"]}
+    zero = lit[STD_ZERO_CASES[0][0]]
+    const = [lit[k] for k, _ in STD_ZERO_CASES[1:4]]
+    shown = ", ".join(f"{k}: {v}" for k, v in lit.items())
+    if math.isnan(zero) and all(math.isinf(v) for v in const):
+        return Outcome.CONFIRMED, (
+            f"the literal formula gives nan (0/0) on the all-zero update and inf (x/0) on "
+            f"every constant one ({shown}); the project's score() has to choose a value "
+            "(0 for all-zero, inf for constant)"), ""
+    if all(math.isfinite(v) for v in [zero] + const):
+        return Outcome.REFUTED, f"finite on every std = 0 case ({shown})", ""
+    return Outcome.INCONCLUSIVE, f"mixed: {shown}", "a closer look at float64 rounding"
+
+
+RULE_UNDEFINED = Rule(
+    "undefined",
+    "Section III's score evaluated literally in float64 (numpy, population std, IEEE "
+    "division, no guard) on updates with std exactly 0: all-zero (n = 4), constant 0.5 "
+    "(n = 4), constant -0.25 (n = 1000), one entry 0.3. CONFIRMED when the all-zero update "
+    "gives nan and every constant non-zero one gives inf; REFUTED when all are finite; "
+    "INCONCLUSIVE otherwise. Exact: no seeds.",
+    _undefined_decide)
+
+
+def _invariant_decide(ev):
+    s, i = ev["max_rel_dev_scale"], ev["max_rel_dev_identity"]
+    txt = (f"over {ev['n']} random updates x {ev['k']} scales: max relative change under "
+           f"scaling {s:.2e}, max relative gap to sqrt(1 + mean^2/var) {i:.2e}")
+    if s < INVARIANCE_TOL and i < INVARIANCE_TOL:
+        return Outcome.CONFIRMED, txt, ""
+    if s > DEPENDS_TOL:
+        return Outcome.REFUTED, txt + " (the score depends on the scale)", ""
+    return Outcome.INCONCLUSIVE, txt, "a look at the float64 error of np.std"
+
+
+RULE_INVARIANT = Rule(
+    "scale-invariant",
+    "A seeded sweep (numpy default_rng(0)) of random updates (n in {2, 10, 100, 1000}; "
+    "normal, uniform and 80%-sparse entries; |mean|/sd up to 10) each scaled by 5 random "
+    "c = +-10^u, u uniform in [-6, 6]; the project's score() (guarded arm) and the literal "
+    f"formula. CONFIRMED when, in both arms, the largest relative change of the score under "
+    f"scaling and the largest relative gap to sqrt(1 + mean^2/var) are below "
+    f"{INVARIANCE_TOL:g}; REFUTED when a change under scaling exceeds {DEPENDS_TOL:g}; "
+    "INCONCLUSIVE otherwise.",
+    _invariant_decide)
+
+
+# -------------------------------------------------------------------------- analysis
+def analyse(results, ctx: RunContext) -> Analysis:
+    cfg = ctx.config
+    lit, grd = results[RunSpec("literal")], results[RunSpec("guarded")]
+    sw = {a: results[RunSpec(a)]["sweep"] for a in ("literal", "guarded")}
+    ds = max(s["max_rel_dev_scale"] for s in sw.values())
+    di = max(s["max_rel_dev_identity"] for s in sw.values())
+    parts = (RULE_UNDEFINED({"literal": lit["cases"]}),
+             RULE_INVARIANT({"max_rel_dev_scale": ds, "max_rel_dev_identity": di,
+                             "n": cfg["n_updates"], "k": cfg["scales_per_update"]}))
+
+    def fin(v):  # estimates carry finite numbers; nan / inf are shown in the table
+        return v if math.isfinite(v) else float("nan")
+
+    byc = {c["case"]: c for c in lit["cases"]}
+    rnd = byc[STD_ZERO_CASES[5][0]]
+    est = [
+        Estimate("max_rel_dev_under_scaling", ds, unit="ratio",
+                 description="largest |Score(c dW) - Score(dW)| / Score(dW), both arms"),
+        Estimate("max_rel_dev_from_identity", di, unit="ratio",
+                 description="largest |Score - sqrt(1 + mean^2/var)| / that, both arms"),
+        Estimate("literal_score_rounding_constant", fin(rnd["score"]), unit="",
+                 description="literal formula on [0.1, 0.1, 0.1]: np.std rounds above 0"),
+        Estimate("literal_std_rounding_constant", rnd["std"], unit="",
+                 description="np.std([0.1, 0.1, 0.1]) in float64"),
+        Estimate("n_nonfinite_literal", sum(not math.isfinite(c["score"])
+                                            for c in lit["cases"]), unit="cases",
+                 description=f"std = 0 cases where the literal score is nan or inf, of "
+                             f"{len(lit['cases'])}"),
+    ]
+    gm = {m["layer"]: m for m in grd["moves"]}
+    tables = [
+        Table("Updates with std(dW) = 0: the literal formula and the project's score()",
+              ("update", "n", "||dW||", "std (np.std)", "literal score", "score() (guarded)"),
+              tuple((c["case"], c["n"], f"{c['norm']:.6g}", f"{c['std']:.3e}",
+                     f"{c['score']:.6g}", f"{g['score']:.6g}")
+                    for c, g in zip(lit["cases"], grd["cases"])),
+              note="score() returns 0.0 for an all-zero update and +inf when every entry is "
+                   "equal (exactly); the last row is constant in value but np.std rounds "
+                   "to a few 1e-17, so the literal formula returns a huge finite number."),
+        Table("The score does not see how far a layer moved (score(), guarded)",
+              ("layer update", "||dW||", "score"),
+              tuple((m["layer"], f"{m['norm']:.4g}", f"{m['score']:.6g}")
+                    for m in grd["moves"])),
+        Table("Scale sweep (seeded)",
+              ("arm", "max rel. change under scaling", "max rel. gap to identity",
+               "worst case (n, kind, c)"),
+              tuple((a, f"{s['max_rel_dev_scale']:.3e}", f"{s['max_rel_dev_identity']:.3e}",
+                     f"{s['worst']['n']}, {s['worst']['kind']}, {s['worst']['c']:.3g}")
+                    for a, s in sw.items())),
+    ]
+    figs = [Figure("score_vs_scale", "Score of c x dW against the scale c (score(), guarded)",
+                   "log10 c", "Score",
+                   tuple({"label": m["layer"], "x": m["log10_c"], "y": m["scaled"]}
+                         for m in grd["moves"]),
+                   caption="Flat lines: multiplying an update by c changes ||dW|| by |c| and "
+                           "the score not at all.")]
+    notes = [
+        "audit.algorithms.fedtlu.score handles std = 0 by a choice of ours (documented in "
+        "its docstring): an all-zero update scores 0.0 and a constant non-zero one +inf; "
+        "the test for 'constant' is exact equality of the entries, because np.std of a "
+        "constant can round above zero (last row of the first table).",
+        f"Under the guarded choice a frozen layer (all-zero update) ranks last and a "
+        f"layer moved by the same amount everywhere ranks first; the literal formula gives "
+        "nan / inf, and a nan compares false with everything, so a sort over layers would "
+        "place it arbitrarily. The paper's text does not settle which.",
+        f"Scale invariance: the pattern scaled 1e-3 and 1e3 gets the same score "
+        f"({gm['pattern v, scaled 1e-3']['score']:.6g} vs "
+        f"{gm['pattern v, scaled 1e3']['score']:.6g}); a tiny one-signed move scores "
+        f"{gm['tiny one-signed move (1e-4 +- 10%)']['score']:.4g}, a large zero-mean move "
+        f"{gm['large zero-mean move (sd 1)']['score']:.4g}. The score ranks layers by the "
+        "consistency of their entries, not by the size of their change.",
+    ]
+    return Analysis(estimates=tuple(est), parts=parts, tables=tuple(tables),
+                    figures=tuple(figs), notes=tuple(notes))
+
+
+def specs(ctx: RunContext):
+    return [RunSpec(a.name) for a in ARMS]
+
+
+CLAIM = Claim(
+    id=CLAIM_ID,
+    paper=FEDTLU,
+    record=RecordRef(RECORDS[FEDTLU.arxiv_id], ("referee_report.minor_comments[0]",)),
+    title="layer score undefined at std = 0",
+    statement=("Section III's layer score divides by the spread of the update's entries, "
+               "so it has no value for a constant update, a frozen (all-zero) one included; "
+               "and since it equals sqrt(1 + mean^2/var) it ignores the update's size."),
+    arms=ARMS,
+    rules=(RULE_UNDEFINED, RULE_INVARIANT),
+    combination=primary("undefined", "the reviewer's comment is about std = 0; the scale "
+                        "invariance is reported beside"),
+    stochastic=False,
+    scales=SCALES,
+    run=run,
+    analyse=analyse,
+    specs=specs,
+    paper_numbers=(PaperNumber("layer score", "||dW|| / (sqrt(n) std(dW))", "Section III",
+                               "n_nonfinite_literal"),),
+    answers={"referee_report.minor_comments[0]": "undefined"},
+)
