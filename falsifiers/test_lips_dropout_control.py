@@ -53,6 +53,8 @@ def test_parts_follow_the_intervals(result):
                                         "fedbn-noise-middle"),
             "layer-targeting": ("lips-all-layers",)}
     for part in result.verdict.parts:
+        if part.id not in alts:
+            continue
         lows = [result.verdict.estimate(f"lips_minus_{a}").low for a in alts[part.id]]
         highs = [result.verdict.estimate(f"lips_minus_{a}").high for a in alts[part.id]]
         if part.verdict == Outcome.REFUTED:
@@ -78,3 +80,50 @@ def test_cosine_figure_has_every_arm(result):
     assert "fedbn" in labels and "lips" in labels and len(labels) == 10
     for s in fig.series:
         assert np.all(np.asarray(s["low"]) <= np.asarray(s["y"]) + 1e-12)
+
+
+def test_verdict_follows_from_the_two_combined_parts_only(result):
+    from audit.verdict import Part
+    from audit.experiments.lips_dropout_control import CLAIM, COMBINED_PARTS
+
+    parts = result.verdict.parts
+    assert {p.id for p in parts} == {"regularisation-controls", "layer-targeting",
+                                     "random-mask", "selection-optimism"}
+    for o in Outcome:  # whatever the beside parts say, the verdict stays the same
+        swapped = [p if p.id in COMBINED_PARTS else Part(p.id, o, p.rule, p.reason)
+                   for p in parts]
+        assert CLAIM.combination(swapped) == result.verdict.verdict
+
+
+def test_answers_name_decided_parts(result):
+    from audit.experiments.lips_dropout_control import CLAIM
+
+    ids = {p.id for p in result.verdict.parts}
+    assert set(CLAIM.answers.values()) <= ids
+    assert CLAIM.answers["referee_report.major_comments[0]"] == "random-mask"
+    assert CLAIM.answers["referee_report.major_comments[2]"] == "selection-optimism"
+
+
+def test_random_mask_part_follows_its_interval(result):
+    e = result.verdict.estimate("lips_minus_lips-random")
+    part = result.verdict.part("random-mask")
+    assert e.n == len(result.ctx.seeds)
+    if e.low > 0:
+        assert part.verdict == Outcome.REFUTED
+    if e.high < 0:
+        assert part.verdict == Outcome.CONFIRMED
+    if part.verdict == Outcome.CONFIRMED and e.high >= 0:  # by equivalence: needs sensitivity
+        assert result.verdict.estimate("assay_sensitive").value == 1.0
+
+
+def test_selection_optimism_part_follows_its_interval(result):
+    e = result.verdict.estimate("selection_optimism_per_run_lips")
+    part = result.verdict.part("selection-optimism")
+    assert e.value >= 0.0  # per run, the test-chosen candidate is best on test
+    rng = result.verdict.estimate("selection_grid_range_lips").value
+    assert e.value <= rng + 1e-9  # no choice can add more than the candidates' range
+    if e.low > 0:
+        assert part.verdict == Outcome.CONFIRMED
+    if part.verdict == Outcome.REFUTED:  # equivalence counted only with sensitivity
+        assert result.verdict.estimate("selection_sensitive").value == 1.0
+        assert rng > result.ctx.config["equivalence_margin"]

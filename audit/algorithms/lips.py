@@ -274,6 +274,21 @@ class FedBNProbe(FedBN):
             self.reference = {k: out[k].detach().clone() for k in self.middle_keys}
         return out
 
+    # -- checkpoints: what the probe carries from round to round -------------------------
+    # ``_prev`` and ``_grads`` are set and consumed within one round; the round-2
+    # reference and the pruning / noise generator persist, so a resumed run needs them.
+    def state_dict(self) -> dict:
+        return {"reference": self.reference,
+                "gen_state": None if self._gen is None else self._gen.get_state()}
+
+    def load_state_dict(self, state) -> None:
+        ref = state.get("reference")
+        self.reference = None if ref is None else {k: v.clone() for k, v in ref.items()}
+        g = state.get("gen_state")
+        self._gen = None if g is None else torch.Generator()
+        if g is not None:
+            self._gen.set_state(g.cpu())
+
     def round_metrics(self, round, global_state, prev_global, uploads, client_ids):
         m = {"middle_zero_frac": float(np.mean(
             [(global_state[k] == 0).double().mean().item() for k in self.middle_keys]))}
