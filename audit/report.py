@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import warnings
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
@@ -229,7 +230,9 @@ def render_figures(data: Mapping, out_dir: Path) -> list[Path]:
         if len(f["series"]) > 1:
             ax.legend(fontsize=7)
         ax.grid(alpha=0.3)
-        fig.tight_layout()
+        with warnings.catch_warnings():  # long titles: a cramped layout is not an error
+            warnings.simplefilter("ignore", UserWarning)
+            fig.tight_layout()
         path = fig_dir / f"{f['name']}.png"
         fig.savefig(path, metadata={"Software": None})
         plt.close(fig)

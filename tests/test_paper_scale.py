@@ -1,0 +1,54 @@
+"""Paper scale from a local dataset in the real on-disk format, with a tiny round count.
+
+The test writes a small CIFAR-100 in torchvision's python-pickle layout, then runs the
+FLAYER falsifier at ``--scale paper`` (ResNet-18, CIFAR-100 loader) through the CLI for one
+round, and checks the report; a missing dataset is one clear error.
+"""
+import json
+import pickle
+
+import numpy as np
+import pytest
+
+from audit.cli import main
+
+pytestmark = pytest.mark.slow
+
+
+def write_cifar100(root, n_train=80, n_test=20, classes=4, seed=0):
+    rng = np.random.default_rng(seed)
+    base = root / "cifar-100-python"
+    base.mkdir(parents=True)
+    for name, n in (("train", n_train), ("test", n_test)):
+        labels = rng.integers(0, classes, n).tolist()
+        rows = rng.integers(0, 256, (n, 3072), dtype=np.uint8)
+        with open(base / name, "wb") as fh:
+            pickle.dump({b"data": rows, b"fine_labels": labels}, fh)
+    return root
+
+
+def test_flayer_at_paper_scale_runs_from_a_local_cifar100(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("AUDIT_CACHE", str(tmp_path / "cache"))
+    data = write_cifar100(tmp_path / "data")
+    out = tmp_path / "reports"
+    argv = ["run", "flayer-masked-zero", "--scale", "paper", "--data-dir", str(data),
+            "--seed-list", "0,1", "--set", "rounds=1", "--set", "n_clients=4",
+            "--set", "eval_every=1", "--out", str(out), "--quiet"]
+    assert main(argv) == 0, capsys.readouterr().err
+    report = json.loads((out / "flayer-masked-zero.json").read_text())
+    assert report["scale"] == "paper" and report["seeds"] == [0, 1]
+    assert report["config"]["model"] == "resnet18" and report["config"]["rounds"] == 1
+    assert report["command"].endswith("--set n_clients=4 --set rounds=1 --set eval_every=1") \
+        or "--set rounds=1" in report["command"]
+    assert {p["id"] for p in report["parts"]} >= {"structural", "collapse"}
+
+
+def test_paper_scale_without_the_dataset_is_one_clear_error(tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("AUDIT_CACHE", str(tmp_path / "cache"))
+    (tmp_path / "empty").mkdir()
+    argv = ["run", "flayer-masked-zero", "--scale", "paper", "--data-dir",
+            str(tmp_path / "empty"), "--seed-list", "0,1", "--out", str(tmp_path / "r"),
+            "--quiet"]
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "cifar-100-python" in err[0]
