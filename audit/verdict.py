@@ -162,8 +162,7 @@ class Combination:
         return Outcome(self.combine(parts))
 
 
-def _all_of(parts: Sequence[Part]) -> Outcome:
-    verdicts = [p.verdict for p in parts]
+def _all_of(verdicts: Sequence[Outcome]) -> Outcome:
     if verdicts and all(v == Outcome.CONFIRMED for v in verdicts):
         return Outcome.CONFIRMED
     if any(v == Outcome.REFUTED for v in verdicts):
@@ -171,10 +170,48 @@ def _all_of(parts: Sequence[Part]) -> Outcome:
     return Outcome.INCONCLUSIVE
 
 
+def _any_of(verdicts: Sequence[Outcome]) -> Outcome:
+    if any(v == Outcome.CONFIRMED for v in verdicts):
+        return Outcome.CONFIRMED
+    if verdicts and all(v == Outcome.REFUTED for v in verdicts):
+        return Outcome.REFUTED
+    return Outcome.INCONCLUSIVE
+
+
+def _over(part_ids: Sequence[str] | None, how: Callable[[Sequence[Outcome]], Outcome]):
+    def combine(parts: Sequence[Part]) -> Outcome:
+        if part_ids is None:
+            return how([p.verdict for p in parts])
+        by_id = {p.id: p.verdict for p in parts}
+        missing = [i for i in part_ids if i not in by_id]
+        if missing:
+            raise KeyError(f"the combination needs the parts {missing}, which were not decided")
+        return how([by_id[i] for i in part_ids])
+
+    return combine
+
+
+def all_of(part_ids: Sequence[str], note: str = "") -> Combination:
+    """CONFIRMED when every named part is, REFUTED when any is REFUTED; the other parts
+    are reported beside the verdict."""
+    names = ", ".join(f"`{i}`" for i in part_ids)
+    text = (f"The claim is CONFIRMED when every one of {names} is CONFIRMED, REFUTED when "
+            f"any of them is REFUTED, and INCONCLUSIVE otherwise")
+    return Combination(text + (f"; {note}" if note else "."), _over(tuple(part_ids), _all_of))
+
+
+def any_of(part_ids: Sequence[str], note: str = "") -> Combination:
+    """CONFIRMED when any named part is, REFUTED when all are REFUTED."""
+    names = ", ".join(f"`{i}`" for i in part_ids)
+    text = (f"The claim is CONFIRMED when any of {names} is CONFIRMED, REFUTED when all of "
+            f"them are REFUTED, and INCONCLUSIVE otherwise")
+    return Combination(text + (f"; {note}" if note else "."), _over(tuple(part_ids), _any_of))
+
+
 ALL_PARTS = Combination(
     "The claim is CONFIRMED when every part is CONFIRMED, REFUTED when any part is "
     "REFUTED, and INCONCLUSIVE otherwise.",
-    _all_of,
+    _over(None, _all_of),
 )
 
 

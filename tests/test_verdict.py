@@ -55,3 +55,21 @@ def test_estimate_serialises_exact_and_interval_values():
     assert e.confidence_interval() == (-0.2, math.inf)
     assert e.to_dict()["high"] is None  # JSON has no inf: an unbounded side is null
     assert Estimate.from_dict(exact.to_dict()) == exact
+
+
+@pytest.mark.parametrize("verdicts, all_expected, any_expected", [
+    pytest.param((C, C, R), C, C, id="reported-part-ignored"),
+    pytest.param((C, I, C), I, C, id="one-named-inconclusive"),
+    pytest.param((R, R, C), R, R, id="both-named-refuted"),
+    pytest.param((R, C, I), R, C, id="mixed"),
+])
+def test_all_of_and_any_of_look_only_at_the_named_parts(verdicts, all_expected,
+                                                        any_expected):
+    from audit.verdict import all_of, any_of
+
+    parts = _parts(*verdicts)  # p0, p1 named; p2 reported beside
+    assert all_of(("p0", "p1"))(parts) == all_expected
+    assert any_of(("p0", "p1"), "p2 is reported beside")(parts) == any_expected
+    assert "p2 is reported beside" in any_of(("p0", "p1"), "p2 is reported beside").text
+    with pytest.raises(KeyError, match="not decided"):
+        all_of(("p0", "p9"))(parts)

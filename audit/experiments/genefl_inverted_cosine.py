@@ -26,7 +26,7 @@ from audit import stats
 from audit.claims import (GENEFL, RECORDS, Analysis, Arm, AuditError, Claim, Figure,
                           PaperNumber, RecordRef, RunContext, RunSpec, Table)
 from audit.runner import results_table
-from audit.verdict import Combination, Estimate, Outcome, Rule
+from audit.verdict import Estimate, Outcome, Rule, all_of
 
 DELTA = 0.5  # the fixed relative perturbation: ||dtheta_l|| = DELTA * ||theta_l||
 EQUIV_MARGIN = 0.02  # accuracy equivalence margin d (2 points)
@@ -232,21 +232,10 @@ RULE_ACCURACY = Rule(
     _accuracy_decide)
 
 
-def _combine(parts):
-    deciding = [p for p in parts if p.id in ("direction", "selection")]
-    v = [p.verdict for p in deciding]
-    if all(x == Outcome.CONFIRMED for x in v):
-        return Outcome.CONFIRMED
-    if any(x == Outcome.REFUTED for x in v):
-        return Outcome.REFUTED
-    return Outcome.INCONCLUSIVE
-
-
-COMBINATION = Combination(
-    "CONFIRMED when both `direction` (perturbation test) and `selection` (what top-gamma "
-    "keeps) are CONFIRMED, REFUTED when either is REFUTED, INCONCLUSIVE otherwise; "
-    "`accuracy-top-vs-bottom` is reported beside them and does not enter the verdict.",
-    _combine)
+COMBINATION = all_of(
+    ("direction", "selection"),
+    "`direction` is the perturbation test and `selection` what top-gamma keeps; "
+    "`accuracy-top-vs-bottom` is reported beside them and does not enter the verdict.")
 
 
 # ----------------------------------------------------------------------- analysis

@@ -44,7 +44,7 @@ from audit.algorithms.lips import (FedBNProbe, gaussian_noise, grad_sensitivity,
                                    released_schedule, update_sensitivity)
 from audit.claims import (LIPS, RECORDS, Analysis, Arm, AuditError, Claim, Figure,
                           PaperNumber, RecordRef, RunContext, RunSpec, Table)
-from audit.verdict import Combination, Estimate, Outcome, Rule
+from audit.verdict import Estimate, Outcome, Rule, any_of
 
 CLAIM_ID = "lips-dropout-control"
 
@@ -407,26 +407,12 @@ RULE_SELECTION = Rule(
 COMBINED_PARTS = ("regularisation-controls", "layer-targeting")
 
 
-def _combine(parts):
-    # only the two load-bearing parts; random-mask and selection-optimism are reported
-    v = [p.verdict for p in parts if p.id in COMBINED_PARTS]
-    if len(v) != len(COMBINED_PARTS):
-        raise AuditError(f"combination needs the parts {COMBINED_PARTS}")
-    if Outcome.CONFIRMED in v:
-        return Outcome.CONFIRMED
-    if all(x == Outcome.REFUTED for x in v):
-        return Outcome.REFUTED
-    return Outcome.INCONCLUSIVE
-
-
-
-COMBINATION = Combination(
-    "The reviewer's claim (the mechanism is not isolated) follows from the parts "
-    "regularisation-controls and layer-targeting only: CONFIRMED when either is CONFIRMED "
-    "(a control matches or beats LIPS, or all-layer pruning matches middle-only), REFUTED "
-    "when both are REFUTED (LIPS beats every alternative), and INCONCLUSIVE otherwise. The "
-    "parts random-mask and selection-optimism answer two other review comments; they are "
-    "reported beside the verdict and do not enter it.", _combine)
+COMBINATION = any_of(
+    COMBINED_PARTS,
+    "the reviewer's claim (the mechanism is not isolated) holds when a control matches or "
+    "beats LIPS, or all-layer pruning matches middle-only, and fails when LIPS beats every "
+    "alternative. The parts random-mask and selection-optimism answer two other review "
+    "comments; they are reported beside the verdict and do not enter it.")
 
 
 def _est_diff(name, a, b, desc, unit="points"):
