@@ -144,8 +144,12 @@ def render_markdown(data: Mapping, figure_dir: str | None = None) -> str:
             rows.append([p["name"], p["value"], p["where"],
                          f"`{p['ours']}` = {_fmt(o['value'])}" if o else
                          (p.get("ours") or "—")])
-        lines += ["## The paper's numbers beside ours", "",
-                  "Left: as reported by the paper (not computed here). Right: ours.", "",
+        caption = ("Left: as reported by the paper (not computed here). Right: ours, at "
+                   f"`{data['scale']}` scale")
+        if data["scale"] != "paper":
+            caption += (", whose data set and model are smaller than the paper's: compare "
+                        "directions and gaps, not levels")
+        lines += ["## The paper's numbers beside ours", "", caption + ".", "",
                   _table(["quantity", "paper's value", "where in the paper", "ours"], rows),
                   ""]
 
