@@ -300,7 +300,8 @@ def write_index(out_dir: Path, claims: Mapping[str, Claim | PendingClaim]) -> Pa
         else:
             rows.append([f"[`{cid}`]({cid}.md)", claim.paper.cite(), claim.title,
                          f"**{data['verdict']}**", lock_txt, data["scale"],
-                         f"{len(data['seeds'])} seeds, {data['runtime_s']:.0f} s, commit "
+                         (f"{len(data['seeds'])} seeds" if data["seeds"] else "exact")
+                         + f", {data['runtime_s']:.0f} s, commit "
                          f"`{data['environment'].get('commit')}`"])
     text = ["# Audit reports", "",
             "Each verdict is about the reviewer's claim: CONFIRMED (the criticism holds on "

@@ -28,6 +28,7 @@ from audit.verdict import Outcome, Verdict, verdict_from_parts
 SCALES = ("smoke", "full", "paper")
 PACKAGE_DIR = Path(audit.__file__).resolve().parent
 CACHE_FORMAT = 1
+SOURCE_PATHS = ("audit", "falsifiers", "conftest.py", "pyproject.toml")
 
 
 class CacheWarning(UserWarning):
@@ -50,7 +51,8 @@ def git_commit() -> str:
                              capture_output=True, text=True, timeout=10)
         if rev.returncode != 0:
             return "unknown"
-        dirty = subprocess.run(["git", "status", "--porcelain", "--", "."],
+        # "dirty" means the code differs from the commit; generated reports do not count
+        dirty = subprocess.run(["git", "status", "--porcelain", "--", *SOURCE_PATHS],
                                cwd=PACKAGE_DIR.parent, capture_output=True, text=True,
                                timeout=10).stdout.strip()
         return rev.stdout.strip() + ("+dirty" if dirty else "")
