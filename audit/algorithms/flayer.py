@@ -7,9 +7,9 @@ The three client-side mechanisms, as printed:
   local accuracy (here: the accuracy of its last local model on its validation split).
 - Eq. 4, layer-wise learning rate: ``eta_i = eta * (1 + log(1 + 1/||g_i||_2) * i / L)``
   for tensor ``i`` of ``L`` (1-based, input to output).
-- Eqs. 5-9, upload masks: per tensor ``i`` keep the top ``UP_i = min(max(i/L, 0.1), 1)``
-  fraction of coordinates ranked by ``|change during local training|``; upload
-  ``theta * M``.
+- Eqs. 5-9, upload masks: tensor ``i`` uploads its coordinates with the largest
+  ``|change during local training|``, a share ``UP_i`` of them, where ``UP_i`` is i/L
+  floored at 0.1 and capped at 1; the upload is ``theta * M``.
 
 The server (Algorithm 1 line 12) is a rule of :mod:`audit.fl.aggregate`; the arms differ
 only in that one piece (:data:`SERVER_RULES`):
