@@ -312,3 +312,38 @@ def test_holm_levels_reproduce_holm(p):
     levels = holm_levels(p, 0.05)
     _, reject = stats.holm(p, 0.05)
     assert [pi <= li for pi, li in zip(p, levels)] == reject.tolist()
+
+
+_RATIO_SCRIPT = """
+import numpy as np, torch
+from audit.algorithms import fedtlu as tlu
+from audit.fl.data import contiguous_partition, load_stdlib_chars, make_federated
+from audit.fl.engine import FLConfig, run_federated
+from audit.fl.models import build_lm
+torch.set_num_threads(1)
+ds = load_stdlib_chars(seq_len=8, max_chars=3000)
+fed = make_federated(ds, contiguous_partition(len(ds.y_train), 3), 0.0, 0.0,
+                     np.random.default_rng(0))
+mk = lambda: build_lm(vocab_size=ds.num_classes, d_model=8, n_heads=2, n_layers=4, max_len=8)
+alg = tlu.TargetedUpdate("fedtlu", 0.5, probe=(ds.x_train[:16], ds.y_train[:16]))
+h = run_federated(mk, fed, alg, FLConfig(rounds=2, batch_size=64, lr=0.5, seed=0,
+                                         eval_personal=False, layer_metrics=False))
+print(repr([a["ratio_model"] for a in h.algo]), repr(h.test_loss))
+"""
+
+
+def test_metrics_do_not_depend_on_python_string_hashing():
+    # Regression: summing over a set of block names made the last digits of ratio_model
+    # depend on PYTHONHASHSEED, i.e. differ between two runs of the same seed.
+    import os
+    import subprocess
+    import sys
+
+    outs = []
+    for hash_seed in ("1", "2"):
+        env = dict(os.environ, PYTHONHASHSEED=hash_seed)
+        run = subprocess.run([sys.executable, "-c", _RATIO_SCRIPT], env=env,
+                             capture_output=True, text=True, timeout=300)
+        assert run.returncode == 0, run.stderr
+        outs.append(run.stdout)
+    assert outs[0] == outs[1]

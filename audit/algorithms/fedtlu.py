@@ -374,7 +374,9 @@ class TargetedUpdate(Algorithm):
         mass = {b: sum(float((g[k].double() ** 2).sum()) for k in ks) for b, ks in blocks.items()}
         total = sum(mass.values())
         chosen = set(sel.selected)
-        out["ratio_model"] = sum(mass[b] for b in chosen) / total
+        # sorted: a set's order follows Python's per-process string hashing, and the
+        # order of a float sum shows in the last digits
+        out["ratio_model"] = sum(mass[b] for b in sorted(chosen)) / total
         # the best any selector of the same sizes could do: top blocks by gradient mass
         best = [b for grp in groups for b in sorted(grp, key=lambda b: -mass[b])
                 [:n_selected(len(grp), self.portion)]]
