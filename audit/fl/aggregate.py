@@ -90,6 +90,14 @@ def _holders(name: str, uploads: Sequence[Upload]) -> list[int]:
     return [i for i, u in enumerate(uploads) if name in u.state]
 
 
+def _held(proposed: State, uploads: Sequence[Upload]):
+    """``(name, holders, weights)`` for every tensor that some upload carries."""
+    for name in proposed:
+        hold = _holders(name, uploads)
+        if hold:
+            yield name, hold, _weights([uploads[i] for i in hold])
+
+
 def chain(*pieces: Piece) -> Rule:
     """Compose pieces left to right into a rule ``(prev, uploads) -> new state``."""
 
@@ -113,11 +121,7 @@ def weighted_mean() -> Piece:
 
     def piece(prev: State, uploads: Sequence[Upload], proposed: State) -> dict:
         out = dict(proposed)
-        for name in proposed:
-            hold = _holders(name, uploads)
-            if not hold:
-                continue
-            w = _weights([uploads[i] for i in hold])
+        for name, hold, w in _held(proposed, uploads):
             x = torch.stack([uploads[i].state[name] for i in hold]).double()
             wt = torch.tensor(w, dtype=torch.float64, device=x.device)
             acc = torch.tensordot(wt, x, dims=1)  # sum_k w_k x_k, one call for all clients
@@ -160,11 +164,7 @@ def selector_mean() -> Piece:
 
     def piece(prev: State, uploads: Sequence[Upload], proposed: State) -> dict:
         out = dict(proposed)
-        for name in proposed:
-            hold = _holders(name, uploads)
-            if not hold:
-                continue
-            w = _weights([uploads[i] for i in hold])
+        for name, hold, w in _held(proposed, uploads):
             num = torch.zeros(prev[name].shape, dtype=torch.float64, device=prev[name].device)
             den = torch.zeros_like(num)
             for wi, i in zip(w, hold):
@@ -187,11 +187,7 @@ def masked_delta() -> Piece:
 
     def piece(prev: State, uploads: Sequence[Upload], proposed: State) -> dict:
         out = dict(proposed)
-        for name in proposed:
-            hold = _holders(name, uploads)
-            if not hold:
-                continue
-            w = _weights([uploads[i] for i in hold])
+        for name, hold, w in _held(proposed, uploads):
             p64 = prev[name].double()
             acc = torch.zeros_like(p64)
             for wi, i in zip(w, hold):
