@@ -20,7 +20,7 @@ from typing import Sequence
 
 from audit import claims as claims_mod
 from audit.claims import AuditError, Claim, PendingClaim
-from audit.runner import SCALES, Cache, execute, make_context
+from audit.runner import SCALES, Cache, check_device, execute, make_context
 
 DEFAULT_OUT = Path("reports")
 
@@ -211,20 +211,10 @@ def cmd_report(args) -> int:
 def cmd_bench(args) -> int:
     from audit.fl.bench import run_bench
 
-    make_context_device_check(args.device)
+    check_device(args.device)
     result = run_bench(device=args.device)
     print(json.dumps(result))
     return 0
-
-
-def make_context_device_check(device: str) -> None:
-    if device.startswith("cuda"):
-        import torch
-
-        if not torch.cuda.is_available():
-            raise AuditError(f"device {device!r} was asked for but CUDA is not available")
-    elif device != "cpu":
-        raise AuditError(f"unknown device {device!r}; use cpu, cuda or cuda:N")
 
 
 def cmd_review(args) -> int:

@@ -203,13 +203,8 @@ def resolve_seeds(claim: Claim, seeds: int | Sequence[int] | None) -> tuple[int,
     return out
 
 
-def make_context(claim: Claim, scale: str, seeds=None, device: str = "cpu",
-                 data_dir: str | None = None, overrides: Mapping | None = None) -> RunContext:
-    if scale not in SCALES:
-        raise AuditError(f"unknown scale {scale!r}; choose one of {', '.join(SCALES)}")
-    if scale not in claim.scales:
-        raise AuditError(f"claim {claim.id!r} has no {scale!r} scale; it has "
-                         f"{', '.join(claim.scales)}")
+def check_device(device: str) -> None:
+    """``cpu``, or ``cuda`` / ``cuda:N`` on a machine that has CUDA; else an AuditError."""
     if device.startswith("cuda"):
         import torch
 
@@ -218,6 +213,16 @@ def make_context(claim: Claim, scale: str, seeds=None, device: str = "cpu",
                              f"on this machine")
     elif device != "cpu":
         raise AuditError(f"unknown device {device!r}; use cpu, cuda or cuda:N")
+
+
+def make_context(claim: Claim, scale: str, seeds=None, device: str = "cpu",
+                 data_dir: str | None = None, overrides: Mapping | None = None) -> RunContext:
+    if scale not in SCALES:
+        raise AuditError(f"unknown scale {scale!r}; choose one of {', '.join(SCALES)}")
+    if scale not in claim.scales:
+        raise AuditError(f"claim {claim.id!r} has no {scale!r} scale; it has "
+                         f"{', '.join(claim.scales)}")
+    check_device(device)
     if data_dir is None:
         data_dir = os.environ.get("AUDIT_DATA")
     if data_dir is not None and not Path(data_dir).is_dir():

@@ -125,3 +125,8 @@ def test_set_overrides_a_config_value_and_the_report_says_how(toy, tmp_path):
 def test_set_with_an_unknown_key_is_refused(toy, capsys):
     assert main(["run", "toy-claim", "--set", "rounds=2"]) == 2
     assert "has no config key(s) rounds" in capsys.readouterr().err
+
+
+def test_bench_refuses_an_unknown_device(capsys):
+    assert main(["bench", "--device", "tpu"]) == 2
+    assert "unknown device 'tpu'" in capsys.readouterr().err
