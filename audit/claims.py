@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
+from audit.errors import AuditError  # re-exported: claim modules import it from here
 from audit.verdict import Combination, Estimate, Outcome, Part, Rule
 
 LOCKS_PATH = Path(__file__).with_name("locks.json")
@@ -33,10 +34,6 @@ CLAIM_MODULES: tuple[str, ...] = (
     "audit.experiments.flayer_eq4_unbounded",
     "audit.experiments.fedtlu_score_undefined",
 )
-
-
-class AuditError(Exception):
-    """A user-facing error: printed as one line by the CLI, never as a traceback."""
 
 
 # ---------------------------------------------------------------------------- records

@@ -70,7 +70,7 @@ __all__ = [
 #: Pairs from which ``method="auto"`` switches from Student-t to BCa bootstrap.
 #: Below it, bootstrap intervals under-cover (STATISTICS.md, "Intervals at small n").
 BOOTSTRAP_MIN_N = 10
-THREE_WAY_BOOTSTRAP_SEED = 20261130  # three_way's generator when none is passed
+THREE_WAY_BOOTSTRAP_SEED = 20261130  # the seed of verdict_rng()
 
 #: The outcomes of :func:`three_way`, about the claim "A beats B by at least m".
 OUTCOMES = ("SUPPORTED", "FALSIFIED", "INCONCLUSIVE")
@@ -364,6 +364,16 @@ def paired_difference(
     return PairedDifference(mean, sd, n, level, low, high, method, p_value, mean / sd)
 
 
+def verdict_rng() -> np.random.Generator:
+    """A new generator of fixed seed, for the resampling behind a verdict.
+
+    A verdict must be repeatable, so claims pass this (a fresh one per call) wherever a
+    BCa interval may be chosen (:func:`paired_difference` with ``method="auto"`` from
+    :data:`BOOTSTRAP_MIN_N` pairs on); :func:`three_way` uses it when given no ``rng``.
+    """
+    return np.random.default_rng(THREE_WAY_BOOTSTRAP_SEED)
+
+
 def mean_interval(x, level: float = 0.95) -> MeanEstimate:
     """Mean of ``x`` with its one-sample Student-t interval (``scipy.stats.ttest_1samp``).
 
@@ -599,7 +609,7 @@ def three_way(
     if rng is None:
         # A verdict must be reproducible: with 10+ pairs the BCa interval resamples, so
         # the rule uses a generator of fixed seed unless the caller passes its own.
-        rng = np.random.default_rng(THREE_WAY_BOOTSTRAP_SEED)
+        rng = verdict_rng()
     diff = paired_difference(a, b, level=1 - alpha, method="auto", rng=rng)
     tost = tost_paired(a, b, equivalence_margin, alpha=alpha)
     n, d = diff.n, tost.margin

@@ -63,6 +63,20 @@ class Estimate:
     unit: str = ""
     description: str = ""
 
+    @classmethod
+    def of(cls, name: str, result, unit: str = "", description: str = "") -> "Estimate":
+        """From an ``audit.stats`` result (PairedDifference, MeanEstimate,
+        BootstrapEstimate): its point value, interval, level, n and method, so a report
+        never labels an interval with another method or level than the one computed.
+        An interval that is not finite is dropped (method "mean (no spread)")."""
+        value = float(getattr(result, "mean", getattr(result, "value", math.nan)))
+        low, high = float(result.low), float(result.high)
+        if not (math.isfinite(low) and math.isfinite(high)):
+            return cls(name, value, None, None, None, int(result.n), "mean (no spread)",
+                       unit, description)
+        return cls(name, value, low, high, float(result.level), int(result.n),
+                   str(result.method), unit, description)
+
     @property
     def exact(self) -> bool:
         return self.low is None and self.high is None

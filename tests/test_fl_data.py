@@ -201,3 +201,11 @@ def test_load_dataset_reads_audit_data_env(tmp_path, monkeypatch):
     assert D.load_dataset("digits").name == "digits"
     with pytest.raises(ValueError, match="unknown dataset"):
         D.load_dataset("mnist-but-not-here")
+
+
+def test_a_missing_dataset_is_a_user_facing_audit_error(tmp_path):
+    # Every claim run that meets a missing dataset thereby gives the CLI's one-line error.
+    from audit.errors import AuditError
+
+    with pytest.raises(AuditError, match="cifar-100-python"):
+        D.load_dataset("cifar100", data_dir=tmp_path)

@@ -73,3 +73,26 @@ def test_all_of_and_any_of_look_only_at_the_named_parts(verdicts, all_expected,
     assert "p2 is reported beside" in any_of(("p0", "p1"), "p2 is reported beside").text
     with pytest.raises(KeyError, match="not decided"):
         all_of(("p0", "p9"))(parts)
+
+
+def test_estimate_of_takes_value_interval_level_n_and_method_from_the_result():
+    import numpy as np
+
+    from audit import stats
+
+    a, b = np.array([3.0, 4.0, 6.0, 5.0, 7.0]), np.array([1.0, 2.5, 3.0, 2.0, 4.5])
+    d = stats.paired_difference(a, b, level=0.9, method="t")
+    e = Estimate.of("gain", d, "points", "A - B")
+    assert (e.value, e.low, e.high, e.level, e.n, e.method) == \
+        (d.mean, d.low, d.high, 0.9, 5, "t")
+    rng_a = np.random.default_rng(3).normal(size=12)
+    boot = stats.paired_difference(rng_a + 1.0, rng_a * 0.5, rng=stats.verdict_rng())
+    assert Estimate.of("b", boot).method == "bca"  # never relabelled as "t"
+    m = stats.mean_interval([2.0, 2.0, 2.0])
+    assert Estimate.of("flat", m).confidence_interval() == (2.0, 2.0)
+
+
+def test_verdict_rng_is_fresh_and_fixed():
+    from audit import stats
+
+    assert stats.verdict_rng().random() == stats.verdict_rng().random()

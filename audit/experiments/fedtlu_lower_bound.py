@@ -32,7 +32,7 @@ from audit.algorithms import fedtlu as tlu
 from audit.claims import (FEDTLU, RECORDS, Analysis, Arm, AuditError, Claim, Figure,
                           PaperNumber, RecordRef, RunContext, RunSpec, Table)
 from audit.runner import results_table
-from audit.verdict import Combination, Estimate, Outcome, Part, Rule
+from audit.verdict import Combination, Estimate, Outcome, Rule
 
 CLAIM_ID = "fedtlu-lower-bound"
 ARMS = ("fedtlu", "random", "full", "last", "none")
@@ -161,10 +161,7 @@ def _dataset(name: str, max_chars: int, seq_len: int, data_dir: str | None):
             raise AuditError("the paper scale needs Penn Treebank: pass --data-dir (or set "
                              "AUDIT_DATA) to a folder holding ptb.train.txt, ptb.valid.txt "
                              "and ptb.test.txt")
-        try:
-            return D.load_ptb(data_dir, seq_len=seq_len)
-        except D.DatasetNotFound as exc:
-            raise AuditError(str(exc)) from None
+        return D.load_ptb(data_dir, seq_len=seq_len)  # DatasetNotFound is an AuditError
     raise AuditError(f"unknown dataset {name!r}")
 
 
@@ -429,33 +426,32 @@ def analyse(results, ctx: RunContext) -> Analysis:
                          for s in seeds])
     p_ab = float(sps.ttest_1samp(rat["fedtlu"], ONE_MINUS_DELTA).pvalue) \
         if np.std(rat["fedtlu"]) > 0 else (0.0 if rat["fedtlu"][0] != ONE_MINUS_DELTA else 1.0)
-    p_noise = {st: stats.paired_difference(ppl[st]["random"], ppl[st]["fedtlu"]).p_value
+    p_noise = {st: stats.paired_difference(ppl[st]["random"], ppl[st]["fedtlu"],
+                                           rng=stats.verdict_rng()).p_value
                for st in SETTINGS}
     family = [p_ab, p_noise["clean"], p_noise["noisy"]]
     adjusted, _ = stats.holm(family, ALPHA)
     levels = holm_levels(family, ALPHA)
 
     mi = stats.mean_interval(rat["fedtlu"], level=1 - levels[0])
-    ab_est = Estimate("assumption_b_ratio_fedtlu", mi.mean, mi.low, mi.high, mi.level, mi.n,
-                      "t", "share of ||g||^2",
-                      "mean over rounds of ||g_S||^2/||g||^2, FedTLU, clean")
+    ab_est = Estimate.of("assumption_b_ratio_fedtlu", mi, "share of ||g||^2",
+                         "mean over rounds of ||g_S||^2/||g||^2, FedTLU, clean")
     E.append(ab_est)
     orc = np.array([np.mean(results[RunSpec("fedtlu", s, "clean")]["ratio_model_oracle"])
                     for s in seeds])
     mo = stats.mean_interval(orc)
-    oracle_est = Estimate("assumption_b_ratio_oracle", mo.mean, mo.low, mo.high, mo.level,
-                          mo.n, "t", "share of ||g||^2",
-                          "the largest share any choice of the same number of blocks holds "
-                          "(top blocks by gradient mass), at FedTLU's models")
+    oracle_est = Estimate.of("assumption_b_ratio_oracle", mo, "share of ||g||^2",
+                             "the largest share any choice of the same number of blocks "
+                             "holds (top blocks by gradient mass), at FedTLU's models")
     E.append(oracle_est)
     mr = stats.mean_interval(rat["random"])
-    E.append(Estimate("assumption_b_ratio_random", mr.mean, mr.low, mr.high, mr.level, mr.n,
-                      "t", "share of ||g||^2", "the same for the Random arm"))
-    link = stats.paired_difference(grp, grp_rand)
-    E.append(Estimate("score_link_gain", link.mean, link.low, link.high, link.level, link.n,
-                      link.method, "share of group ||g||^2",
-                      "within the partly-updated block group: share of gradient mass in the "
-                      "blocks FedTLU picks minus the mean share of a same-size random pick"))
+    E.append(Estimate.of("assumption_b_ratio_random", mr, "share of ||g||^2",
+                         "the same for the Random arm"))
+    link = stats.paired_difference(grp, grp_rand, rng=stats.verdict_rng())
+    E.append(Estimate.of("score_link_gain", link, "share of group ||g||^2",
+                         "within the partly-updated block group: share of gradient mass in "
+                         "the blocks FedTLU picks minus the mean share of a same-size random "
+                         "pick"))
     parts.append(RULE_ASSUMPTION({"estimate": ab_est, "level": levels[0],
                                   "oracle": oracle_est}))
 
@@ -464,24 +460,24 @@ def analyse(results, ctx: RunContext) -> Analysis:
     sens_rows = []
     for j, st in enumerate(SETTINGS):
         lvl = levels[1 + j]
-        sens = stats.paired_difference(ppl[st]["none"], ppl[st]["random"], level=1 - ALPHA)
+        sens = stats.paired_difference(ppl[st]["none"], ppl[st]["random"], level=1 - ALPHA,
+                                       rng=stats.verdict_rng())
         sensitive = bool(sens.low > 0)
         sens_rows.append((st, sens.mean, sens.low, sens.high, sensitive))
         margin = EQUIV_REL * float(np.mean(ppl[st]["random"]))
         tw = stats.three_way(ppl[st]["random"], ppl[st]["fedtlu"], margin=0.0,
                              equivalence_margin=margin, alpha=lvl, sensitive=sensitive,
-                             rng=np.random.default_rng([0, 5]))
+                             rng=stats.verdict_rng())
         tw_all[st] = tw
         d = tw.difference
-        E.append(Estimate(f"ppl_random_minus_fedtlu_{st}", d.mean, d.low, d.high, d.level, d.n,
-                          d.method, "perplexity",
-                          f"{st}: final test perplexity, Random - FedTLU (positive: FedTLU "
-                          f"better), interval at the Holm level"))
+        E.append(Estimate.of(f"ppl_random_minus_fedtlu_{st}", d, "perplexity",
+                             f"{st}: final test perplexity, Random - FedTLU (positive: "
+                             "FedTLU better), interval at the Holm level"))
         for arm in ("full", "last"):
-            pd = stats.paired_difference(ppl[st]["random"], ppl[st][arm])
-            E.append(Estimate(f"ppl_random_minus_{arm}_{st}", pd.mean, pd.low, pd.high,
-                              pd.level, pd.n, pd.method, "perplexity",
-                              f"{st}: Random - {arm} (positive: {arm} better)"))
+            pd = stats.paired_difference(ppl[st]["random"], ppl[st][arm],
+                                         rng=stats.verdict_rng())
+            E.append(Estimate.of(f"ppl_random_minus_{arm}_{st}", pd, "perplexity",
+                                 f"{st}: Random - {arm} (positive: {arm} better)"))
         if d.sd > 0:
             gap = PAPER_GAP_REL * float(np.mean(ppl[st]["random"]))
             E.append(Estimate(f"seeds_needed_paper_gap_{st}",

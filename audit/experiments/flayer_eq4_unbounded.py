@@ -80,13 +80,10 @@ def _digits(cfg, ctx: RunContext) -> dict:
     import torch.nn.functional as F
 
     from audit.algorithms.flayer import eq4_multiplier
-    from audit.fl.data import DatasetNotFound, load_dataset
+    from audit.fl.data import load_dataset
     from audit.fl.models import build_model
 
-    try:
-        ds = load_dataset(cfg["dataset"], data_dir=ctx.data_dir, seed=0)
-    except DatasetNotFound as exc:
-        raise AuditError(f"{CLAIM_ID}: {exc}") from None
+    ds = load_dataset(cfg["dataset"], data_dir=ctx.data_dir, seed=0)  # an AuditError if absent
     dev = ctx.device
     x, y = ds.x_train.to(dev), ds.y_train.to(dev)
     with torch.random.fork_rng():

@@ -195,13 +195,9 @@ def _setting(spec: RunSpec, cfg: Mapping) -> tuple[str, dict, int | None]:
 
 
 def _federated(cfg: Mapping, seed: int, data_dir: str | None):
-    from audit.fl.data import (DatasetNotFound, dirichlet_partition, load_dataset,
-                               make_federated)
+    from audit.fl.data import dirichlet_partition, load_dataset, make_federated
 
-    try:
-        ds = load_dataset(cfg["dataset"], data_dir=data_dir, seed=0)
-    except DatasetNotFound as exc:
-        raise AuditError(f"{CLAIM_ID}: {exc}") from None
+    ds = load_dataset(cfg["dataset"], data_dir=data_dir, seed=0)  # DatasetNotFound: AuditError
     rng = np.random.default_rng([seed, 0])  # partition and splits: paired across arms
     part = dirichlet_partition(ds.y_train, cfg["n_clients"], cfg["alpha"], rng)
     return ds, make_federated(ds, part, cfg["val_fraction"], cfg["test_fraction"], rng)
@@ -248,19 +244,13 @@ def run(spec: RunSpec, ctx: RunContext) -> dict:
 
 
 # ------------------------------------------------------------------------------ analysis
-def _rng() -> np.random.Generator:
-    """For BCa intervals (three_way switches to them from 10 seeds on); fixed seed."""
-    return np.random.default_rng(20241207)
-
-
 def _mean_est(name, x, unit="accuracy", description=""):
-    m = stats.mean_interval(x, level=0.95)
-    return Estimate(name, m.mean, m.low, m.high, 0.95, m.n, "t", unit, description)
+    return Estimate.of(name, stats.mean_interval(x, level=0.95), unit, description)
 
 
 def _diff_est(name, a, b, description):
-    d = stats.paired_difference(a, b, level=0.95, method="t")
-    return Estimate(name, d.mean, d.low, d.high, 0.95, d.n, "t", "accuracy", description)
+    return Estimate.of(name, stats.paired_difference(a, b, level=0.95, method="t"),
+                       "accuracy", description)
 
 
 def eq4_table() -> Table:
@@ -348,7 +338,7 @@ def analyse(results: Mapping[RunSpec, Mapping], ctx: RunContext) -> Analysis:
                 f"[{sens_d.low:.3f}, {sens_d.high:.3f}] -> "
                 + ("sensitive" if sensitive else "NOT sensitive"))
     tw = stats.three_way(pers[best], pers["literal"], margin=MARGIN, equivalence_margin=EQUIV,
-                         alpha=ALPHA, sensitive=sensitive, rng=_rng())
+                         alpha=ALPHA, sensitive=sensitive, rng=stats.verdict_rng())
     E.append(_diff_est("gap_best_corrected_minus_literal", pers[best], pers["literal"],
                        f"{best} - literal, final personalised accuracy (paired)"))
     E.append(_diff_est("gap_best_corrected_minus_literal_global", glob[best], glob["literal"],
@@ -400,7 +390,7 @@ def analyse(results: Mapping[RunSpec, Mapping], ctx: RunContext) -> Analysis:
         sens_here = bool(stats.paired_difference(p[b], i0, level=1 - ALPHA,
                                                  method="t").low > MARGIN)
         t = stats.three_way(p[b], p["literal"], margin=MARGIN, equivalence_margin=EQUIV,
-                            alpha=ALPHA, sensitive=sens_here, rng=_rng())
+                            alpha=ALPHA, sensitive=sens_here, rng=stats.verdict_rng())
         zf = results_table(results, "final_zero_frac", ["literal"], sds, st)["literal"]
         nr = results_table(results, "norm_ratio", ["literal"], sds, st)["literal"]
         L = len([k for k in results[RunSpec("literal", sds[0], st)]["per_round"][0]

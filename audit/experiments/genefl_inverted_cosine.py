@@ -252,9 +252,7 @@ def analyse(results, ctx: RunContext) -> Analysis:
 
     def mean_est(name, x, unit, d):
         if len(x) >= 2 and np.ptp(x) > 0:
-            mi = stats.mean_interval(x)
-            return Estimate(name, float(np.mean(x)), mi.low, mi.high, 0.95, len(x), "t",
-                            unit, d)
+            return Estimate.of(name, stats.mean_interval(x), unit, d)
         return Estimate(name, float(np.mean(x)), None, None, None, len(x), "mean (no spread)",
                         unit, d)
 
@@ -262,7 +260,8 @@ def analyse(results, ctx: RunContext) -> Analysis:
     known = results_table(results, "known_acc", arms, seeds)
     nogene = results_table(results, "agnostic_acc_nogene", ["top-gamma"], seeds)["top-gamma"]
     short = results_table(results, "agnostic_acc_short", ["top-gamma"], seeds)["top-gamma"]
-    sens_diff = stats.paired_difference(nogene, short, level=1 - ALPHA)
+    sens_diff = stats.paired_difference(nogene, short, level=1 - ALPHA,
+                                        rng=stats.verdict_rng())
     sensitive = bool(sens_diff.low > 0)
     sens_txt = (f" Assay sensitivity: no-gene minus quarter-steps control = {sens_diff.mean:.4f}, "
                 f"95% CI [{sens_diff.low:.4f}, {sens_diff.high:.4f}] -> "
@@ -312,9 +311,9 @@ def analyse(results, ctx: RunContext) -> Analysis:
     diffs = []
     for a in arms[1:] + ["no-gene"]:
         b = nogene if a == "no-gene" else acc[a]
-        d = stats.paired_difference(acc["top-gamma"], b, level=0.95)
-        est.append(Estimate(f"diff_agnostic_top_minus_{a}", d.mean, d.low, d.high, 0.95,
-                            d.n, d.method, "accuracy", f"paired by seed: top-gamma - {a}"))
+        d = stats.paired_difference(acc["top-gamma"], b, level=0.95, rng=stats.verdict_rng())
+        est.append(Estimate.of(f"diff_agnostic_top_minus_{a}", d, "accuracy",
+                               f"paired by seed: top-gamma - {a}"))
         diffs.append((a, d))
 
     genes = {a: results[RunSpec(a, seeds[0])]["genes"] for a in arms}

@@ -31,7 +31,6 @@ proportions, 30 images each, so the metric has 900 test decisions per seed.
 from __future__ import annotations
 
 import functools
-import math
 import time
 from typing import Any, Mapping
 
@@ -123,16 +122,13 @@ def _digits_like(name: str):
 
 
 def _dataset(cfg: Mapping, ctx: RunContext, seed: int):
-    from audit.fl.data import DatasetNotFound, load_dataset
+    from audit.fl.data import load_dataset
 
     name = cfg["dataset"]
-    try:
-        if name in ("digits", "synthetic"):
-            return _digits_like(name)
-        return load_dataset(name, data_dir=ctx.data_dir)  # the clients drawn from it
-    except DatasetNotFound as exc:
-        raise AuditError(f"{CLAIM_ID}: dataset {name!r} not found ({exc}); pass "
-                         f"--data-dir or set AUDIT_DATA") from None
+    if name in ("digits", "synthetic"):
+        return _digits_like(name)
+    # the clients are drawn from it; a missing copy raises DatasetNotFound (an AuditError)
+    return load_dataset(name, data_dir=ctx.data_dir)
 
 
 def build_clients(ds, cfg: Mapping, seed: int):
@@ -416,15 +412,12 @@ COMBINATION = any_of(
 
 
 def _est_diff(name, a, b, desc, unit="points"):
-    d = stats.paired_difference(a, b, level=0.95, method="t")
-    return Estimate(name, d.mean, d.low, d.high, 0.95, d.n, "t", unit, desc)
+    return Estimate.of(name, stats.paired_difference(a, b, level=0.95, method="t"), unit,
+                       desc)
 
 
 def _est_mean(name, x, desc, unit="points"):
-    m = stats.mean_interval(x, level=0.95)
-    if not math.isfinite(m.low):
-        return Estimate(name, m.mean, None, None, None, m.n, "mean", unit, desc)
-    return Estimate(name, m.mean, m.low, m.high, 0.95, m.n, "t", unit, desc)
+    return Estimate.of(name, stats.mean_interval(x, level=0.95), unit, desc)
 
 
 def _inertia_note(acc, cos_final, cfg) -> str:
@@ -512,9 +505,9 @@ def analyse(results, ctx: RunContext) -> Analysis:
               RULE_SELECTION(tw_sel, sel_sensitive, grid_range, d_margin))
 
     est = [
-        Estimate("assay_sensitivity_gap", sens.mean, sens.low, sens.high, 0.95, sens.n, "t",
-                 "points", "FedBN minus early-stopped FedBN (known-worse arm); sensitive "
-                 f"when the CI's lower end exceeds d = {d_margin}"),
+        Estimate.of("assay_sensitivity_gap", sens, "points", "FedBN minus early-stopped "
+                    f"FedBN (known-worse arm); sensitive when the CI's lower end exceeds "
+                    f"d = {d_margin}"),
         Estimate("assay_sensitive", float(sensitive), description="1 if the "
                  "assay-sensitivity check passed"),
         Estimate("metric_resolution", 100.0 / n_test, unit="points", description="one test "
@@ -525,9 +518,8 @@ def analyse(results, ctx: RunContext) -> Analysis:
     for c in CONTROLS + ("lips-all-layers",):
         tw = tws.get(c, tw_all)
         dd = tw.difference
-        est.append(Estimate(f"lips_minus_{c}", dd.mean, dd.low, dd.high, 1 - alpha, dd.n,
-                            dd.method, "points", f"LIPS minus {c}, {100 * (1 - alpha):.4g}% "
-                            "CI (Bonferroni)"))
+        est.append(Estimate.of(f"lips_minus_{c}", dd, "points",
+                               f"LIPS minus {c}, {100 * (1 - alpha):.4g}% CI (Bonferroni)"))
     est += [
         _est_diff("lips_random_minus_lips", acc["lips-random"], acc["lips"],
                   "random mask minus sensitivity mask (paper Table 4: +2.30)"),
@@ -570,8 +562,7 @@ def analyse(results, ctx: RunContext) -> Analysis:
              "the candidate chosen on test minus that of the candidate chosen on validation "
              "(part selection-optimism)")):
         dd = tw.difference
-        est.append(Estimate(name, dd.mean, dd.low, dd.high, 1 - a_side, dd.n, dd.method,
-                            "points", f"{desc}, {100 * (1 - a_side):.4g}% CI"))
+        est.append(Estimate.of(name, dd, "points", f"{desc}, {100 * (1 - a_side):.4g}% CI"))
     est.append(_est_mean("selection_grid_range_lips", s_l["grid_range"], "LIPS: per run, "
                          "highest minus lowest test accuracy over the tuning candidates "
                          "(the most a choice could change the number)"))

@@ -66,6 +66,8 @@ from typing import Sequence
 import numpy as np
 import torch
 
+from audit.errors import AuditError
+
 __all__ = [
     "ClientData",
     "Dataset",
@@ -91,8 +93,11 @@ __all__ = [
 ]
 
 
-class DatasetNotFound(Exception):
-    """A dataset path is missing or does not have the expected on-disk layout."""
+class DatasetNotFound(AuditError):
+    """A dataset path is missing or does not have the expected on-disk layout.
+
+    An :class:`~audit.errors.AuditError`: wherever a run meets it, the CLI prints its
+    message (which names the layout expected) as one line."""
 
 
 @dataclass(frozen=True, eq=False)
