@@ -223,8 +223,18 @@ class Claim:
     def locks(self) -> dict[str, dict]:
         return read_locks().get(self.id, {})
 
-    def locked(self, scale: str) -> Outcome | None:
+    def lock(self, scale: str, seeds: Sequence[int] | None = None) -> dict | None:
+        """The lock recorded at ``scale``; given ``seeds``, only when it was recorded with
+        those seeds (a verdict from other seeds is another experiment, not a flip)."""
         lock = self.locks().get(scale)
+        if lock is None:
+            return None
+        if seeds is not None and "seeds" in lock and list(lock["seeds"]) != list(seeds):
+            return None
+        return lock
+
+    def locked(self, scale: str, seeds: Sequence[int] | None = None) -> Outcome | None:
+        lock = self.lock(scale, seeds)
         return Outcome(lock["verdict"]) if lock else None
 
 
@@ -314,11 +324,12 @@ def read_locks(path: Path | None = None) -> dict:
 
 
 def write_lock(claim_id: str, scale: str, verdict: Outcome, parts: Sequence[Part],
-               path: Path | None = None) -> None:
+               seeds: Sequence[int] = (), path: Path | None = None) -> None:
     path = path or locks_path()
     locks = read_locks(path)
     locks.setdefault(claim_id, {})[scale] = {
-        "verdict": verdict.value, "parts": {p.id: p.verdict.value for p in parts}}
+        "verdict": verdict.value, "parts": {p.id: p.verdict.value for p in parts},
+        "seeds": [int(s) for s in seeds]}
     path.write_text(json.dumps(locks, indent=2, sort_keys=True) + "\n")
 
 

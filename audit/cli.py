@@ -187,7 +187,7 @@ def cmd_verify(args) -> int:
               f"{r.verdict.verdict.value} at {r.ctx.scale} scale", file=sys.stderr)
     unlocked = [r.claim.id for r in results if r.locked is None]
     if unlocked:
-        print(f"no lock at {args.scale} scale for: {', '.join(unlocked)}")
+        print(f"no lock at {args.scale} scale with these seeds for: {', '.join(unlocked)}")
     return 1 if flips else 0
 
 

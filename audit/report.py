@@ -119,7 +119,7 @@ def render_markdown(data: Mapping, figure_dir: str | None = None) -> str:
     env = data["environment"]
     lines = [f"# {data['id']}: {data.get('title', '')}", ""]
     lock = data.get("locked_verdict")
-    lock_txt = f" (locked: {lock})" if lock else " (no lock at this scale)"
+    lock_txt = f" (locked: {lock})" if lock else " (no lock at this scale and these seeds)"
     lines += [f"**Verdict on the reviewer's claim: {data['verdict']}**{lock_txt} at "
               f"`{data['scale']}` scale.", ""]
     lines += [f"Paper: {paper['short']}, arXiv {paper['arxiv_id']}v{paper['version']} "

@@ -181,7 +181,7 @@ class ClaimResult:
 
     @property
     def locked(self) -> Outcome | None:
-        return self.claim.locked(self.ctx.scale)
+        return self.claim.locked(self.ctx.scale, self.ctx.seeds)
 
 
 def resolve_seeds(claim: Claim, seeds: int | Sequence[int] | None) -> tuple[int, ...]:

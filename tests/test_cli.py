@@ -130,3 +130,12 @@ def test_set_with_an_unknown_key_is_refused(toy, capsys):
 def test_bench_refuses_an_unknown_device(capsys):
     assert main(["bench", "--device", "tpu"]) == 2
     assert "unknown device 'tpu'" in capsys.readouterr().err
+
+
+def test_verify_does_not_call_other_seeds_a_flip(toy, tmp_path, capsys):
+    lock = tmp_path / "locks.json"
+    lock.write_text(json.dumps({"toy-claim": {"smoke": {
+        "verdict": "REFUTED", "parts": {}, "seeds": [0, 1, 2, 3, 4]}}}))
+    assert main(["verify", "toy-claim", "--quiet", "--seeds", "3"]) == 0
+    assert "no lock at smoke scale with these seeds for: toy-claim" in capsys.readouterr().out
+    assert main(["verify", "toy-claim", "--quiet"]) == 1  # the locked seeds: a real flip

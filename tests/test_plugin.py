@@ -28,11 +28,14 @@ def suite(pytester, tmp_path, monkeypatch):
     monkeypatch.setenv("AUDIT_LOCKS", str(locks))
     monkeypatch.setenv("AUDIT_CACHE", str(tmp_path / "cache"))
 
-    def run(lock: str | None, *args):
+    def run(lock: str | None, *args, lock_seeds=None):
         if lock is None:
             locks.write_text("{}")
         else:
-            locks.write_text(json.dumps({"toy-claim": {"smoke": {"verdict": lock}}}))
+            entry = {"verdict": lock}
+            if lock_seeds is not None:
+                entry["seeds"] = lock_seeds
+            locks.write_text(json.dumps({"toy-claim": {"smoke": entry}}))
         return pytester.runpytest_subprocess("-p", "audit.pytest_plugin", *args)
 
     run.locks = locks
@@ -59,10 +62,21 @@ def test_fails_without_a_lock_and_update_locks_records_it(suite):
     result = suite(None, "--audit-update-locks")
     result.assert_outcomes(passed=1)
     lock = json.loads(suite.locks.read_text())["toy-claim"]["smoke"]
-    assert lock == {"verdict": "CONFIRMED", "parts": {"gain": "CONFIRMED"}}
+    assert lock == {"verdict": "CONFIRMED", "parts": {"gain": "CONFIRMED"},
+                    "seeds": [0, 1, 2, 3, 4]}
 
 
 def test_report_dir_option_writes_reports(suite, tmp_path):
     out = tmp_path / "rep"
     suite("CONFIRMED", "--audit-report-dir", str(out)).assert_outcomes(passed=1)
     assert (out / "toy-claim.json").exists() and (out / "README.md").exists()
+
+
+def test_a_lock_recorded_with_other_seeds_is_not_compared(suite):
+    # a verdict from other seeds is another experiment: skipped, not a flip
+    result = suite("REFUTED", "--audit-seeds", "0,1,2", lock_seeds=[0, 1, 2, 3, 4])
+    result.assert_outcomes(skipped=1)
+    result.stdout.fnmatch_lines(["*audit verdicts*",
+                                 "toy-claim*CONFIRMED*locked=none*seeds=[[]0, 1, 2[]]"])
+    suite("REFUTED", "--audit-seeds", "0,1,2,3,4",
+          lock_seeds=[0, 1, 2, 3, 4]).assert_outcomes(failed=1)  # same seeds: a flip
