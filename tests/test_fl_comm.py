@@ -142,3 +142,99 @@ def test_metered_engine_run_counts_every_round_and_client():
     assert comm.dense_bytes(torch.zeros(6339)) == per
     assert log.per_round() == {1: {"up": 3 * per, "down": 3 * per},
                                2: {"up": 3 * per, "down": 3 * per}}
+
+
+# ------------------------------------------------------------------------- checkpoints
+def _mixed_log():
+    """Dense and sparse tensors, params and buffers, labels: every field of a transfer."""
+    m = Tiny()
+    params = dict(m.named_parameters())
+    state = m.state_dict()
+    mask = {"fc.weight": torch.arange(24).reshape(3, 8) % 5 == 0}  # 5 of 24 selected
+    log = comm.CommLog()
+    log.record("down", 1, 0, state, param_names=params, label="broadcast")
+    log.record("up", 1, 0, state, param_names=params, mask=mask, encoding="sparse",
+               index_bytes=8, label="upload")
+    log.record("up", 2, 4, {"fc.bias": state["fc.bias"]}, param_names=params)
+    return log
+
+
+def test_comm_log_state_round_trips_through_a_checkpoint_file(tmp_path):
+    # Prepare
+    log = _mixed_log()
+    torch.save(log.state_dict(), tmp_path / "log.pt")
+    # Execute: load into a log that already holds a transfer (it must be replaced)
+    back = comm.CommLog()
+    back.record("down", 9, 9, {"x": torch.zeros(3)})
+    back.load_state_dict(torch.load(tmp_path / "log.pt", weights_only=True))
+    # Assert: the very same transfers (dataclass equality of every field) and totals;
+    # fc.weight sparse: 5 x (4 + 8) = 60 B
+    assert back.transfers == log.transfers
+    assert back.transfers[1].tensors[-2].bytes == 60
+    assert back.summary() == log.summary()
+    assert back.total() == 228 + log.transfers[1].bytes + 12
+
+
+class _CountingStub(Algorithm):
+    """FedAvg with round-to-round state and an optional kill at one round."""
+
+    name = "counting-stub"
+
+    def __init__(self, kill_at=None):
+        super().__init__()
+        self.kill_at, self.seen = kill_at, 0
+
+    def round_metrics(self, round, global_state, prev_global, uploads, client_ids):
+        if round == self.kill_at:
+            raise RuntimeError("killed")
+        self.seen += len(client_ids)
+        return {"seen": self.seen}
+
+    def state_dict(self):
+        return {"seen": self.seen}
+
+    def load_state_dict(self, state):
+        self.seen = int(state["seen"])
+
+
+def test_metered_state_dict_wraps_the_algorithm_and_its_log():
+    log = _mixed_log()
+    alg = comm.metered(_CountingStub(), log)
+    alg.seen = 7
+    st = alg.state_dict()
+    assert st["algorithm"] == {"seen": 7} and st["comm_log"] == log.state_dict()
+    other_log = comm.CommLog()
+    other = comm.metered(_CountingStub(), other_log)
+    other.load_state_dict(st)
+    assert other.seen == 7 and other_log.transfers == log.transfers
+
+
+def test_metered_run_resumed_from_a_checkpoint_counts_every_round_once(tmp_path):
+    # Prepare: 3 clients, 2 sampled a round, 5 rounds; the killed run checkpointed at
+    # round 2 and died in round 3 (after its transfers of round 3 were logged)
+    from audit.fl.data import iid_partition, make_federated, synthetic_classification
+    from audit.fl.models import build_model
+
+    ds = synthetic_classification(0, n=120, num_classes=3, shape=(1, 4, 4))
+    rng = np.random.default_rng(0)
+    fed = make_federated(ds, iid_partition(len(ds.y_train), 3, rng), 0.0, 0.2, rng)
+    model_fn = lambda: build_model("cnn", 3, 1, 4)  # noqa: E731
+    params = dict(model_fn().named_parameters())
+    cfg = FLConfig(rounds=5, clients_per_round=2, seed=0)
+    full_log = comm.CommLog()
+    full = run_federated(model_fn, fed, comm.metered(_CountingStub(), full_log, params), cfg)
+    ck = str(tmp_path / "run.pt")
+    dead_log = comm.CommLog()
+    with pytest.raises(RuntimeError, match="killed"):
+        run_federated(model_fn, fed, comm.metered(_CountingStub(kill_at=3), dead_log, params),
+                      cfg, checkpoint=ck, checkpoint_every=2)
+    assert sorted(dead_log.per_round()) == [1, 2, 3]
+    # Execute
+    log = comm.CommLog()
+    resumed = run_federated(model_fn, fed, comm.metered(_CountingStub(), log, params), cfg,
+                            checkpoint=ck, checkpoint_every=2)
+    # Assert: 2 clients x 2 directions x 6339 floats every round, rounds 1-5 once each
+    per = 6339 * 4
+    assert log.per_round() == {r: {"up": 2 * per, "down": 2 * per} for r in range(1, 6)}
+    assert log.rows() == full_log.rows()
+    assert resumed.test_loss == full.test_loss and resumed.algo == full.algo

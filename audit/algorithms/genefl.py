@@ -274,6 +274,22 @@ class GeneFL(Algorithm):
         return {"learngene_param_bytes": mean_bytes,
                 "learngene_fraction": mean_bytes / total}
 
+    # -- checkpoints: the update log (the learnGene sizes, the selections and the last
+    # round's scores all come from it) and the random arm's generator persist across
+    # rounds; the Fisher network is reloaded from the received model every time.
+    def state_dict(self) -> dict:
+        """Every client update so far and the selection generator, as plain data."""
+        return {"updates": [{"round": u.round, "client": u.client, "cos": dict(u.cos),
+                             "xi": dict(u.xi), "selected": list(u.selected),
+                             "param_bytes": u.param_bytes} for u in self.updates],
+                "rng": self.rng.bit_generator.state}
+
+    def load_state_dict(self, state) -> None:
+        self.updates = [ClientUpdate(int(d["round"]), int(d["client"]), dict(d["cos"]),
+                                     dict(d["xi"]), list(d["selected"]),
+                                     int(d["param_bytes"])) for d in state["updates"]]
+        self.rng.bit_generator.state = state["rng"]
+
     def cluster_gene(self, last_round: int) -> list[str]:
         """The cluster learnGene's layers: the gamma layers most often uploaded in
         ``last_round`` (ties by depth order). Our reading of Theta^G_k: the paper
@@ -324,8 +340,77 @@ def finetune(model: nn.Module, state: Mapping[str, torch.Tensor], x: torch.Tenso
 
 
 # ---------------------------------------------------------------------- a whole run
+def _cluster_run(c: Mapping, k: int, members: list, fed_k, model_fn, pnames: list,
+                 gamma: int, seed: int, mode: str, use_dim: bool, device: str,
+                 checkpoint: Optional[str], checkpoint_every: int) -> dict:
+    """GENE-FL on one cluster: ``{"entry": <the JSON-able cluster row>, "final_state":
+    ..., "gene": ...}``. With ``checkpoint`` the engine saves and resumes the run there
+    (the algorithm's update log and generator and the byte log travel with it)."""
+    from audit.fl import comm
+    from audit.fl.engine import FLConfig, run_federated
+
+    alg = GeneFL(gamma, mode, use_dim, c["lam_gen"], c["lam_elg"],
+                 c["fisher_quantile"], seed=seed * 100 + k)
+    cpr = c.get("clients_per_round")
+    cfg = FLConfig(rounds=c["rounds"], clients_per_round=None if cpr is None
+                   else min(cpr, len(members)), local_epochs=c["local_epochs"],
+                   batch_size=c["batch_size"], lr=c["lr"], seed=seed, device=device,
+                   eval_every=c["rounds"], layer_metrics=False)
+    log = comm.CommLog()  # every engine transfer of this cluster, counted
+    h = run_federated(model_fn, fed_k, comm.metered(alg, log, pnames), cfg,
+                      checkpoint=checkpoint, checkpoint_every=checkpoint_every)
+    per_round = log.per_round("param")
+    last = c["rounds"]
+    gene = alg.cluster_gene(last)
+    dims = layer_dims(h.final_state, alg.layers)
+    entry = {
+        "members": members,
+        "learngene_bytes_per_round": [a["learngene_param_bytes"] for a in h.algo],
+        "comm_up_per_round": [per_round[r]["up"] for r in sorted(per_round)],
+        "comm_down_per_round": [per_round[r]["down"] for r in sorted(per_round)],
+        "participants_per_round": [len({t.client for t in log.transfers
+                                        if t.round == r and t.direction == "up"})
+                                   for r in sorted(per_round)],
+        "model_param_bytes": int(sum(h.final_state[k2].numel() * 4 for k2 in alg.pkeys)),
+        "gene": gene,
+        "gene_param_bytes": int(sum(dims[l] for l in gene) * 4),
+        "personal_acc": float(h.personal_acc[-1]),
+        "client_acc": list(h.client_acc[-1]),
+        "dims": dims,
+        "last_updates": [{"client": u.client, "cos": u.cos, "xi": u.xi,
+                          "selected": u.selected} for u in alg.updates if u.round == last],
+    }
+    return {"entry": entry, "final_state": h.final_state, "gene": gene}
+
+
+def _cluster_key(c: Mapping, k: int, members: list, seed: int, mode: str, use_dim: bool,
+                 device: str) -> str:
+    """What a finished cluster's saved result depends on (compared on resume)."""
+    import json
+
+    return json.dumps([dict(c), k, members, seed, mode, use_dim, device], sort_keys=True,
+                      default=str)
+
+
+def _load_cluster(path: Optional[str], key: str, device: str) -> Optional[dict]:
+    """A finished cluster's result saved by an earlier, interrupted call (or None)."""
+    import os
+
+    if not path or not os.path.exists(path):
+        return None
+    try:
+        saved = torch.load(path, map_location=device, weights_only=True)
+    except Exception as exc:  # a corrupt file is reported and ignored, as in the engine
+        import warnings
+
+        warnings.warn(f"ignoring unreadable cluster result {path} ({exc})", stacklevel=3)
+        return None
+    return saved["result"] if saved.get("key") == key else None
+
+
 def simulate(config: Mapping, seed: int, mode: str = "top", use_dim: bool = True,
-             data_dir: Optional[str] = None, device: str = "cpu") -> dict:
+             data_dir: Optional[str] = None, device: str = "cpu",
+             checkpoint: Optional[str] = None, checkpoint_every: int = 5) -> dict:
     """One GENE-FL run: known clients in clusters, then agnostic clients from the genes.
 
     ``config`` keys: dataset, model, model_kw, known_classes, agnostic_classes, n_known,
@@ -335,10 +420,19 @@ def simulate(config: Mapping, seed: int, mode: str = "top", use_dim: bool = True
     last round's per-client cosines / scores / selections, the cluster genes, the known
     clients' accuracy, and each agnostic client's accuracy from the gene and from the
     fresh initial weights alone (``no-gene``, the known-worse reference).
+
+    ``checkpoint``: a file path prefix (None: no checkpoints). Cluster k's engine run
+    saves and resumes at ``{checkpoint}.cluster{k}`` every ``checkpoint_every`` rounds
+    (the engine removes it when the cluster is done), and the cluster's finished result
+    is saved atomically at ``{checkpoint}.cluster{k}.done``, so a call killed in a later
+    cluster or among the agnostic clients does not train the finished clusters again.
+    The ``.done`` files are removed when the call returns. A resumed call returns the
+    same numbers as an uninterrupted one (tested).
     """
-    from audit.fl import comm
+    import os
+
     from audit.fl import data as D
-    from audit.fl.engine import FLConfig, evaluate, run_federated
+    from audit.fl.engine import _save_checkpoint, evaluate
     from audit.fl.models import build_model
 
     c = dict(config)
@@ -368,46 +462,26 @@ def simulate(config: Mapping, seed: int, mode: str = "top", use_dim: bool = True
     gamma = gamma_from_fraction(n_layers, c["gamma_fraction"])
     out = {"gamma": gamma, "n_layers": n_layers, "cluster_of": labels.tolist(),
            "clusters": []}
-    finals, genes, algs = [], [], []
+    finals, genes, done_files = [], [], []
     for k in range(int(labels.max()) + 1):
         members = [i for i in range(len(labels)) if labels[i] == k]
-        fed_k = D.FederatedData([known.clients[i] for i in members], ds.x_test[test_known],
-                                ds.y_test[test_known], ds.num_classes, f"cluster{k}")
-        alg = GeneFL(gamma, mode, use_dim, c["lam_gen"], c["lam_elg"],
-                     c["fisher_quantile"], seed=seed * 100 + k)
-        cpr = c.get("clients_per_round")
-        cfg = FLConfig(rounds=c["rounds"], clients_per_round=None if cpr is None
-                       else min(cpr, len(members)), local_epochs=c["local_epochs"],
-                       batch_size=c["batch_size"], lr=c["lr"], seed=seed, device=device,
-                       eval_every=c["rounds"], layer_metrics=False)
-        log = comm.CommLog()  # every engine transfer of this cluster, counted
-        h = run_federated(model_fn, fed_k, comm.metered(alg, log, pnames), cfg)
-        per_round = log.per_round("param")
-        last = c["rounds"]
-        gene = alg.cluster_gene(last)
-        finals.append(h.final_state)
-        genes.append(gene)
-        algs.append(alg)
-        dims = layer_dims(h.final_state, alg.layers)
-        out["clusters"].append({
-            "members": members,
-            "learngene_bytes_per_round": [a["learngene_param_bytes"] for a in h.algo],
-            "comm_up_per_round": [per_round[r]["up"] for r in sorted(per_round)],
-            "comm_down_per_round": [per_round[r]["down"] for r in sorted(per_round)],
-            "participants_per_round": [len({t.client for t in log.transfers
-                                            if t.round == r and t.direction == "up"})
-                                       for r in sorted(per_round)],
-            "model_param_bytes": int(sum(h.final_state[k2].numel() * 4
-                                         for k2 in alg.pkeys)),
-            "gene": gene,
-            "gene_param_bytes": int(sum(dims[l] for l in gene) * 4),
-            "personal_acc": float(h.personal_acc[-1]),
-            "client_acc": list(h.client_acc[-1]),
-            "dims": dims,
-            "last_updates": [{"client": u.client, "cos": u.cos, "xi": u.xi,
-                              "selected": u.selected} for u in alg.updates
-                             if u.round == last],
-        })
+        done = f"{checkpoint}.cluster{k}.done" if checkpoint else None
+        key = _cluster_key(c, k, members, seed, mode, use_dim, device)
+        res = _load_cluster(done, key, device)
+        if res is None:
+            fed_k = D.FederatedData([known.clients[i] for i in members],
+                                    ds.x_test[test_known], ds.y_test[test_known],
+                                    ds.num_classes, f"cluster{k}")
+            res = _cluster_run(c, k, members, fed_k, model_fn, pnames, gamma, seed, mode,
+                               use_dim, device, done and f"{checkpoint}.cluster{k}",
+                               checkpoint_every)
+            if done:
+                _save_checkpoint(done, {"key": key, "result": res})
+        if done:
+            done_files.append(done)
+        finals.append(res["final_state"])
+        genes.append(res["gene"])
+        out["clusters"].append(res["entry"])
     # agnostic clients: nearest cluster (subspace distance), theta = [theta_0 ; gene]
     with torch.random.fork_rng():
         torch.manual_seed(seed + 10_000)
@@ -440,4 +514,7 @@ def simulate(config: Mapping, seed: int, mode: str = "top", use_dim: bool = True
     out["n_train_known"] = sizes
     out["n_test_agnostic"] = [len(cl.y_test) for cl in agn.clients]
     out["final_states"] = finals  # not JSON: callers drop it (kept for the perturbation test)
+    for f in done_files:  # finished: the result is cached by the runner
+        if os.path.exists(f):
+            os.remove(f)
     return out

@@ -138,7 +138,9 @@ def run(spec: RunSpec, ctx: RunContext) -> dict:
         raise AuditError(f"scale {ctx.scale!r} runs on {cfg['dataset']}: pass --data-dir "
                          "(or set AUDIT_DATA) to its local copy (torchvision layout)")
     mode, use_dim = MODES[spec.arm]
-    out = simulate(cfg, spec.seed, mode, use_dim, data_dir=ctx.data_dir, device=ctx.device)
+    # a killed long run resumes from its last checkpoint (None when caching is off)
+    out = simulate(cfg, spec.seed, mode, use_dim, data_dir=ctx.data_dir, device=ctx.device,
+                   checkpoint=ctx.checkpoint(spec))
     finals = out.pop("final_states")
     res = {k: out[k] for k in ("gamma", "n_layers", "known_acc", "agnostic_acc",
                                "agnostic_acc_nogene", "agnostic_acc_short", "cluster_of",

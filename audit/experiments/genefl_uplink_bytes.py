@@ -179,7 +179,8 @@ def run(spec: RunSpec, ctx: RunContext) -> dict:
         if sim["dataset"] != "digits" and ctx.data_dir is None:
             raise AuditError(f"scale {ctx.scale!r} simulates on {sim['dataset']}: pass "
                              f"--data-dir (or set AUDIT_DATA) to its local copy")
-        out = simulate(sim, sim["seed"], "top", data_dir=ctx.data_dir, device=ctx.device)
+        out = simulate(sim, sim["seed"], "top", data_dir=ctx.data_dir, device=ctx.device,
+                       checkpoint=ctx.checkpoint(spec))  # None when caching is off
         out.pop("final_states")
         keep = ("learngene_bytes_per_round", "comm_up_per_round", "comm_down_per_round",
                 "participants_per_round", "model_param_bytes", "gene")

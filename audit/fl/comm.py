@@ -24,7 +24,11 @@ Public API (stable; falsifiers import these names)
   ``per_client()``, ``rows()`` (one JSON-able row per transfer) and ``summary()``.
 - ``metered(algorithm, log, param_names, encoding="auto")``: makes an engine
   ``Algorithm`` record every ``broadcast`` (down) and ``upload`` (up) it performs (see
-  its docstring for evaluation calls).
+  its docstring for evaluation calls and checkpoints).
+- ``CommLog.state_dict()`` / ``load_state_dict(state)``: the transfers as plain lists,
+  tuples and numbers (what ``torch.load(weights_only=True)`` reads back); loading
+  REPLACES the log's transfers, so a run resumed from a checkpoint counts every round
+  once.
 
 Conventions. Bytes are exact integers. Tensors on the ``meta`` device count like real
 ones (their element size and count are known), so the paper-size protocol of a
@@ -36,7 +40,7 @@ nothing for it; a mask that selects nothing of a tensor sends nothing for it und
 from __future__ import annotations
 
 from collections import defaultdict
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Any, Iterable, Mapping, Optional
 
 import torch
@@ -165,6 +169,9 @@ class Transfer:
                 "param_bytes": self.param_bytes, "buffer_bytes": self.buffer_bytes}
 
 
+_TENSOR_FIELDS = tuple(f.name for f in fields(TensorBytes))
+
+
 class CommLog:
     """Every transfer of a run, in the order recorded."""
 
@@ -218,6 +225,24 @@ class CommLog:
     def rows(self) -> list[dict]:
         return [tr.row() for tr in self.transfers]
 
+    # -- checkpoints -------------------------------------------------------------------
+    def state_dict(self) -> dict:
+        """Every transfer as plain data (saved in engine checkpoints): one dict per
+        transfer, its tensors as tuples in :class:`TensorBytes` field order."""
+        return {"transfers": [
+            {"direction": tr.direction, "round": tr.round, "client": tr.client,
+             "label": tr.label,
+             "tensors": [tuple(getattr(t, f) for f in _TENSOR_FIELDS) for t in tr.tensors]}
+            for tr in self.transfers]}
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """Restore what :meth:`state_dict` returned. The log's transfers are REPLACED
+        (not extended): the saved log already holds every round up to the checkpoint."""
+        self.transfers = [
+            Transfer(d["direction"], int(d["round"]), int(d["client"]),
+                     tuple(TensorBytes(*row) for row in d["tensors"]), d["label"])
+            for d in state["transfers"]]
+
     def summary(self) -> dict:
         return {"transfers": len(self.transfers),
                 "up": self.total("up"), "down": self.total("down"),
@@ -256,6 +281,16 @@ def _metered_personal_state(self, global_state, client_state, client_id, round):
         self._comm_paused = False
 
 
+def _metered_state_dict(self):
+    base = super(self._comm_base, self).state_dict()
+    return {"algorithm": base, "comm_log": self._comm[0].state_dict()}
+
+
+def _metered_load_state_dict(self, state):
+    super(self._comm_base, self).load_state_dict(state["algorithm"])
+    self._comm[0].load_state_dict(state["comm_log"])
+
+
 def metered(algorithm: Any, log: CommLog, param_names: Optional[Iterable[str]] = None,
             encoding: str = "auto", index_bytes: int = 4) -> Any:
     """Make ``algorithm`` log every broadcast (down) and upload (up); returns it.
@@ -268,13 +303,20 @@ def metered(algorithm: Any, log: CommLog, param_names: Optional[Iterable[str]] =
 
     ``param_names``: the model's parameter names (``dict(model.named_parameters())``),
     so that buffers are listed apart; None counts every tensor as a parameter.
+
+    Checkpoints: ``state_dict()`` returns ``{"algorithm": <the original state_dict>,
+    "comm_log": log.state_dict()}`` and ``load_state_dict`` restores both, replacing the
+    log's transfers with the saved ones; a run resumed by the engine thus ends with the
+    same log as an uninterrupted run (no round lost, none counted twice).
     """
     base = type(algorithm)
     if getattr(algorithm, "_comm", None) is not None:
         raise ValueError("algorithm is already metered")
     cls = type(f"Metered{base.__name__}", (base,),
                {"broadcast": _metered_broadcast, "upload": _metered_upload,
-                "personal_state": _metered_personal_state, "_comm_base": None})
+                "personal_state": _metered_personal_state,
+                "state_dict": _metered_state_dict,
+                "load_state_dict": _metered_load_state_dict, "_comm_base": None})
     cls._comm_base = cls
     algorithm._comm = (log, None if param_names is None else frozenset(param_names),
                        encoding, index_bytes)
