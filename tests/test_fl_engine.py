@@ -183,3 +183,14 @@ def test_zero_weight_upload_and_single_client_round(fed):
     cfg = FLConfig(rounds=1, clients_per_round=1, batch_size=16)
     h = run_federated(cnn, fed, Algorithm(), cfg)  # K = 1 takes the sequential path
     assert len(h.test_acc) == 1 and 0.0 <= h.test_acc[0] <= 1.0
+
+
+def test_amp_is_float32_on_the_cpu_and_checked(fed):
+    cfg = FLConfig(rounds=2, clients_per_round=4, batch_size=16, seed=3)
+    amp = FLConfig(**{**cfg.__dict__, "amp": "bf16"})
+    a = run_federated(cnn, fed, Algorithm(), cfg)
+    b = run_federated(cnn, fed, Algorithm(), amp)
+    assert a.test_acc == b.test_acc  # autocast applies on CUDA only
+    assert all(torch.equal(a.final_state[k], b.final_state[k]) for k in a.final_state)
+    with pytest.raises(ValueError, match="amp must be one of"):
+        FLConfig(rounds=1, amp="fp16")

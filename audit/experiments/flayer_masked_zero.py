@@ -164,6 +164,9 @@ SCALES: dict[str, dict] = {
         "rounds": 75, "local_epochs": 1, "batch_size": 10, "lr": 0.1, "eval_every": 5,
         "val_fraction": 0.1, "test_fraction": 0.2, "head_layers": 1,
         "depth_sweep": [], "cpr_sweep": [], "sweep_arms": [], "sweep_seeds": 0,
+        # bf16 forward on CUDA: the structural part counts zeros made by the aggregation
+        # rule in float32 weights, and the collapse part compares arms trained alike
+        "amp": "bf16",
     },
 }
 
@@ -224,7 +227,8 @@ def run(spec: RunSpec, ctx: RunContext) -> dict:
     fl = FLConfig(rounds=cfg["rounds"], clients_per_round=cpr,
                   local_epochs=cfg["local_epochs"], batch_size=cfg["batch_size"],
                   lr=cfg["lr"], seed=spec.seed, device=ctx.device,
-                  eval_every=cfg["eval_every"], eval_init=True, layer_metrics=False)
+                  eval_every=cfg["eval_every"], eval_init=True, layer_metrics=False,
+                  amp=cfg.get("amp"))
     h = run_federated(model_fn, fed, alg, fl, checkpoint=ctx.checkpoint(spec))
     per_round = [{k: v for k, v in m.items() if k in _KEEP or ":" in k} for m in h.algo]
     return {

@@ -109,7 +109,9 @@ SCALES = {
                        "lips-as-released": [(0.2, 10), (0.5, 10)],
                        "fedbn-dropout-middle": [0.1, 0.3],
                        "fedbn-weight-decay": [5e-4, 5e-3],
-                       "fedbn-noise-middle": [(0.2, 10), (0.5, 10)]}},
+                       "fedbn-noise-middle": [(0.2, 10), (0.5, 10)]},
+              # bf16 forward on CUDA: every arm trains alike; accuracies are compared
+              "amp": "bf16"},
 }
 
 
@@ -239,7 +241,7 @@ def run(spec: RunSpec, ctx: RunContext) -> dict:
                   momentum=float(cfg["momentum"]), local_epochs=int(cfg["local_epochs"]),
                   weight_decay=float(over.get("weight_decay", 0.0)), seed=int(spec.seed),
                   device=ctx.device, eval_every=rounds, eval_val=True,
-                  layer_metrics=False)
+                  layer_metrics=False, amp=cfg.get("amp"))
 
     def model_fn():
         return build_model(cfg["model"], ds.num_classes, ds.in_channels, ds.image_size,
