@@ -6,6 +6,8 @@
     audit report [--out DIR]
     audit verify [--scale S] [ID...]
     audit bench [--device D]
+    audit estimate ID... [--scale S] [--device D] [--data-dir PATH] [--rounds 1,2]
+              [--arms a,b]   (time a few rounds, extrapolate the whole claim)
     audit review PATH... [--json] [--markdown]
 
 Bad input is one line on stderr naming the problem, exit status 2, nothing written.
@@ -81,6 +83,20 @@ def _parser() -> argparse.ArgumentParser:
 
     bn = sub.add_parser("bench", help="time the engine on the reference FedAvg workload")
     bn.add_argument("--device", default="cpu")
+
+    es = sub.add_parser("estimate", help="time a few rounds of a claim's units here and "
+                        "extrapolate its whole run at a scale")
+    es.add_argument("ids", nargs="+", metavar="ID", help="claim ids")
+    es.add_argument("--scale", default="smoke", help=f"one of {', '.join(SCALES)}")
+    es.add_argument("--seeds", type=int, help="seeds the estimate counts (0..N-1)")
+    es.add_argument("--device", default="cpu", help="cpu, cuda or cuda:N")
+    es.add_argument("--data-dir", help="local dataset root (or set AUDIT_DATA)")
+    es.add_argument("--rounds", type=_round_pair, default=(1, 2),
+                    help="the two round counts timed, e.g. 1,3 (default 1,2)")
+    es.add_argument("--arms", type=lambda v: [a for a in v.split(",") if a],
+                    help="time only these arms (the others take their mean)")
+    es.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                    type=_override, dest="overrides", help="as for run")
 
     rv = sub.add_parser("review", help="coverage of review records by claims")
     rv.add_argument("paths", nargs="+", type=Path)
@@ -217,6 +233,43 @@ def cmd_bench(args) -> int:
     return 0
 
 
+def _round_pair(value: str) -> tuple[int, int]:
+    try:
+        r1, r2 = (int(v) for v in value.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected two round counts like 1,2, got {value!r}")
+    if not 0 < r1 < r2:
+        raise argparse.ArgumentTypeError(f"need 0 < r1 < r2, got {value!r}")
+    return r1, r2
+
+
+def cmd_estimate(args) -> int:
+    from audit.estimate import estimate
+
+    out = []
+    for cid in args.ids:
+        claim = claims_mod.get(cid)
+        if isinstance(claim, PendingClaim):
+            raise AuditError(f"claim {cid!r} is pending: its falsifier is not built yet")
+        est = estimate(claim, args.scale, args.seeds, args.device, args.data_dir,
+                       dict(args.overrides), args.rounds, args.arms,
+                       progress=lambda m: print(m, file=sys.stderr))
+        print(f"{cid} at {args.scale} on {est['device']}: {est['units']} units, "
+              f"{est['rounds']} rounds each: about {_hours(est['total_s'])} "
+              f"({est['label']})")
+        out.append(est)
+    print(json.dumps(out if len(out) > 1 else out[0]))
+    return 0
+
+
+def _hours(seconds: float) -> str:
+    if seconds < 120:
+        return f"{seconds:.0f} s"
+    if seconds < 7200:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds / 3600:.1f} h"
+
+
 def cmd_review(args) -> int:
     from audit.coverage import run_review
 
@@ -224,7 +277,7 @@ def cmd_review(args) -> int:
 
 
 COMMANDS = {"list": cmd_list, "run": cmd_run, "verify": cmd_verify, "report": cmd_report,
-            "bench": cmd_bench, "review": cmd_review}
+            "bench": cmd_bench, "estimate": cmd_estimate, "review": cmd_review}
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -1,0 +1,112 @@
+"""How long would a claim take at a scale, on this machine? Measure a little, extrapolate.
+
+``estimate(claim, scale, ...)`` runs one discarded warm-up unit, then one unit per
+measured arm twice, with the config's
+round count overridden to ``r1`` and then ``r2`` rounds (no cache, no checkpoints), and
+fits wall time = setup + rounds x per_round for each. The whole claim is then estimated
+as the sum over its units (every arm x seed of the scale) of setup + R x per_round, with
+R the scale's own round count. Arms not measured (``arms=...``) take the mean fit of the
+measured ones, and the output says so. A unit whose config has no round count (exact
+claims) is timed once, as is; a unit that trains no rounds (an exact arm) fits a
+per-round time near zero.
+
+It is an estimate and is labelled one: per-round time varies with client sampling,
+evaluation rounds and, on a GPU, kernel selection in the first rounds.
+The ``audit estimate`` command prints the result as a table and, last, one JSON object.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from typing import Any, Mapping, Optional, Sequence
+
+from .claims import Claim, RunContext, RunSpec
+from .errors import AuditError
+from .runner import environment, make_context
+
+__all__ = ["estimate", "rounds_key"]
+
+
+def rounds_key(config: Mapping[str, Any]) -> Optional[tuple[str, ...]]:
+    """Where the round count lives in a config: ("rounds",), ("sim", "rounds"), or None."""
+    if isinstance(config.get("rounds"), int):
+        return ("rounds",)
+    for k, v in config.items():
+        if isinstance(v, Mapping) and isinstance(v.get("rounds"), int):
+            return (k, "rounds")
+    return None
+
+
+def _with_rounds(config: Mapping, key: tuple[str, ...], rounds: int) -> dict:
+    if len(key) == 1:
+        return {key[0]: rounds}
+    return {key[0]: {**config[key[0]], key[1]: rounds}}
+
+
+def _time_unit(claim: Claim, ctx: RunContext, spec: RunSpec) -> float:
+    t = time.perf_counter()
+    claim.run(spec, ctx)
+    if ctx.device.startswith("cuda"):
+        import torch
+
+        torch.cuda.synchronize()
+    return time.perf_counter() - t
+
+
+def estimate(claim: Claim, scale: str, seeds=None, device: str = "cpu",
+             data_dir: str | None = None, overrides: Mapping | None = None,
+             rounds: Sequence[int] = (1, 2), arms: Sequence[str] | None = None,
+             progress=print) -> dict:
+    """Measure and extrapolate (see the module docstring). Returns a JSON-able dict."""
+    r1, r2 = (int(r) for r in rounds)
+    if not 0 < r1 < r2:
+        raise AuditError(f"--rounds needs two counts 0 < r1 < r2, got {r1},{r2}")
+    base = make_context(claim, scale, seeds, device, data_dir, overrides)
+    specs = claim.unit_specs(base)
+    known = sorted({s.arm for s in specs})
+    measure = list(arms) if arms else known
+    bad = [a for a in measure if a not in known]
+    if bad:
+        raise AuditError(f"unknown arm(s) {', '.join(bad)} for {claim.id} at {scale}; "
+                         f"arms: {', '.join(known)}")
+    key = rounds_key(base.config)
+    R = None if key is None else (base.config[key[0]] if len(key) == 1
+                                  else base.config[key[0]][key[1]])
+    fits: dict[str, dict] = {}
+    warm = base if key is None else make_context(claim, scale, seeds, device, data_dir, {
+        **(overrides or {}), **_with_rounds(base.config, key, r1)})
+    # a discarded first run: imports, data loading caches, CUDA start-up
+    warmup_s = _time_unit(claim, warm, next(s for s in specs if s.arm == measure[0]))
+    for arm in measure:
+        spec = next(s for s in specs if s.arm == arm)
+        if key is None:
+            t = _time_unit(claim, base, spec)
+            fits[arm] = {"setup_s": t, "per_round_s": 0.0, "runs_s": [t]}
+        else:
+            t1 = _time_unit(claim, make_context(claim, scale, seeds, device, data_dir, {
+                **(overrides or {}), **_with_rounds(base.config, key, r1)}), spec)
+            t2 = _time_unit(claim, make_context(claim, scale, seeds, device, data_dir, {
+                **(overrides or {}), **_with_rounds(base.config, key, r2)}), spec)
+            per = max(0.0, (t2 - t1) / (r2 - r1))
+            fits[arm] = {"setup_s": max(0.0, t1 - r1 * per), "per_round_s": per,
+                         "runs_s": [t1, t2]}
+        progress(f"{claim.id} {arm}: setup {fits[arm]['setup_s']:.1f} s, "
+                 f"{fits[arm]['per_round_s']:.2f} s per round")
+    mean = {k: statistics.fmean(f[k] for f in fits.values()) for k in ("setup_s", "per_round_s")}
+    total, per_arm = 0.0, {}
+    for s in specs:
+        f = fits.get(s.arm, mean)
+        sec = f["setup_s"] + (R or 0) * f["per_round_s"]
+        total += sec
+        per_arm[s.arm] = per_arm.get(s.arm, 0.0) + sec
+    env = environment(device)
+    return {"claim": claim.id, "scale": scale, "device": env["device"],
+            "seeds": list(base.seeds), "units": len(specs), "rounds": R,
+            "measured_rounds": [r1, r2], "measured_arms": measure,
+            "extrapolated_arms": [a for a in known if a not in fits], "fits": fits,
+            "warmup_s": warmup_s,
+            "per_arm_s": per_arm, "total_s": total, "total_h": total / 3600,
+            "label": "estimate: measured per-round times, extrapolated",
+            "torch": env["torch"], "commit": env["commit"], "overrides": dict(overrides or {})}
+

@@ -1,0 +1,57 @@
+"""``audit estimate``: time a few rounds of a claim's units, extrapolate the whole claim."""
+import json
+
+import pytest
+
+from audit import claims
+from audit.cli import main
+from audit.estimate import estimate, rounds_key
+from audit.runner import make_context
+
+
+def test_rounds_key_finds_top_level_and_nested_counts():
+    assert rounds_key({"rounds": 5, "lr": 0.1}) == ("rounds",)
+    assert rounds_key({"sim": {"rounds": 3}, "n": 2}) == ("sim", "rounds")
+    assert rounds_key({"n_updates": 10}) is None
+
+
+def test_estimate_measures_one_arm_and_extrapolates_the_rest():
+    claim = claims.get("flayer-masked-zero")
+    lines = []
+    est = estimate(claim, "smoke", seeds=2, arms=["fedavg"], progress=lines.append)
+    specs = claim.unit_specs(make_context(claim, "smoke", seeds=2))
+    assert est["units"] == len(specs) and est["seeds"] == [0, 1]
+    assert est["rounds"] == claim.scales["smoke"]["rounds"]
+    fit = est["fits"]["fedavg"]
+    assert fit["per_round_s"] > 0 and len(fit["runs_s"]) == 2
+    assert set(est["extrapolated_arms"]) == {s.arm for s in specs} - {"fedavg"}
+    # the total is the sum over units of setup + rounds x per-round time
+    assert est["total_s"] == pytest.approx(sum(est["per_arm_s"].values()))
+    n_fedavg = sum(s.arm == "fedavg" for s in specs)
+    assert est["per_arm_s"]["fedavg"] == pytest.approx(
+        n_fedavg * (fit["setup_s"] + est["rounds"] * fit["per_round_s"]))
+    assert lines and "fedavg" in lines[0]
+
+
+def test_estimate_cli_prints_json_last(capsys):
+    assert main(["estimate", "genefl-uplink-bytes", "--arms", "fedavg"]) == 0
+    out = capsys.readouterr().out.strip().splitlines()
+    est = json.loads(out[-1])
+    assert est["claim"] == "genefl-uplink-bytes" and est["label"].startswith("estimate")
+    assert "about" in out[0]
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["estimate", "flayer-masked-zero", "--arms", "nonsense"], "unknown arm"),
+    (["estimate", "no-such-claim"], "no-such-claim"),
+])
+def test_estimate_bad_input_is_one_line(capsys, argv, message):
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and message in err[0]
+
+
+def test_estimate_rejects_a_bad_round_pair(capsys):
+    with pytest.raises(SystemExit) as exc:
+        main(["estimate", "flayer-masked-zero", "--rounds", "3,1"])
+    assert exc.value.code == 2 and "r1 < r2" in capsys.readouterr().err
