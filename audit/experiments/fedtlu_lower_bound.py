@@ -199,7 +199,8 @@ def fl_run(arm: str, seed: int, setting: str, ctx: RunContext) -> dict:
                                        n_layers=cfg["n_layers"]), fed, alg, fl,
                       checkpoint=ctx.checkpoint(RunSpec(arm, seed, setting)))
     ppl = [math.exp(x) for x in h.test_loss]
-    out = {"ppl": ppl, "rounds": list(h.rounds), "ppl_final": ppl[-1], "ppl_prev": ppl[-2],
+    out = {"ppl": ppl, "rounds": list(h.rounds), "ppl_final": ppl[-1],
+           "ppl_prev": ppl[-2] if len(ppl) > 1 else float("nan"),
            "ppl_min": min(ppl), "seconds": h.seconds, "vocab": int(vocab),
            "selected": [s.selected for s in alg.log]}
     for key in ("ratio_model", "ratio_model_oracle", "ratio_group", "ratio_group_random"):
