@@ -194,3 +194,22 @@ def test_amp_is_float32_on_the_cpu_and_checked(fed):
     assert all(torch.equal(a.final_state[k], b.final_state[k]) for k in a.final_state)
     with pytest.raises(ValueError, match="amp must be one of"):
         FLConfig(rounds=1, amp="fp16")
+
+
+@pytest.mark.parametrize("model", ["cnn", "resnet8-bn"])
+def test_amp_bf16_trains_batched_norm_models(fed, model, monkeypatch):
+    """bf16 autocast under vmap(grad): normalisation layers must run in float32 (else
+    batch norm's backward fails). CUDA-only in use; here forced on for the CPU."""
+    from audit.fl import engine
+
+    monkeypatch.setattr(engine, "_AMP_DEVICES", ("cpu", "cuda"))
+    fn = cnn if model == "cnn" else (lambda: build_model("resnet8", 10, 1, 8, width=0.25))
+    cfg = FLConfig(rounds=2, clients_per_round=4, batch_size=16, seed=3)
+    fp32 = run_federated(fn, fed, Algorithm(), cfg)
+    bf16 = run_federated(fn, fed, Algorithm(), FLConfig(**{**cfg.__dict__, "amp": "bf16"}))
+    assert all(v.dtype == fp32.final_state[k].dtype for k, v in bf16.final_state.items())
+    assert any(not torch.equal(v, fp32.final_state[k]) for k, v in bf16.final_state.items())
+    assert np.isfinite(bf16.test_loss[-1])
+    seq = run_federated(fn, fed, Algorithm(), FLConfig(**{**cfg.__dict__, "amp": "bf16",
+                                                          "fast": False}))
+    assert np.isfinite(seq.test_loss[-1])

@@ -99,7 +99,8 @@ class FLConfig:
             (bounds memory for large models or many clients; None = no limit).
         amp: None (float32 throughout) or "bf16": on CUDA, local training's forward
             pass runs under ``torch.autocast(dtype=torch.bfloat16)``; weights, gradients,
-            the SGD step, aggregation and evaluation stay float32. It has no effect on
+            the SGD step, aggregation, evaluation and normalisation layers stay float32
+            (the last as in usual mixed-precision training). It has no effect on
             other devices (CPU runs stay float32, so CPU numbers do not depend on it).
             Claims use it only where it cannot change the verdict (never for byte
             counts or exact values).
@@ -131,13 +132,38 @@ class FLConfig:
 
 
 AMP_MODES = (None, "bf16")
+_AMP_DEVICES = ("cuda",)  # device types where ``amp`` applies (tests add "cpu")
+
+
+def _amp_device(cfg: FLConfig) -> Optional[str]:
+    """The device type to autocast on, or None (see ``FLConfig.amp``)."""
+    dev = torch.device(cfg.device).type
+    return dev if cfg.amp == "bf16" and dev in _AMP_DEVICES else None
 
 
 def _autocast(cfg: FLConfig):
-    """The training forward's precision context (see ``FLConfig.amp``)."""
-    if cfg.amp == "bf16" and torch.device(cfg.device).type == "cuda":
-        return torch.autocast("cuda", dtype=torch.bfloat16)
-    return contextlib.nullcontext()
+    """The training forward's precision context."""
+    dev = _amp_device(cfg)
+    if dev is None:
+        return contextlib.nullcontext()
+    return torch.autocast(dev, dtype=torch.bfloat16)
+
+
+_NORMS = (nn.modules.batchnorm._NormBase, nn.GroupNorm, nn.LayerNorm)
+
+
+def _float32_norms(model: nn.Module, device_type: str) -> None:
+    """Normalisation layers run in float32 with autocast off (their input is cast up).
+
+    Under ``vmap(grad(...))`` a bf16 input to batch norm fails in the backward pass
+    (a float32 grad_output meets a bf16 kernel); float32 statistics are also what
+    mixed-precision training keeps anyway. Patches this template model's instances."""
+    for mod in model.modules():
+        if isinstance(mod, _NORMS):
+            def forward(x, _orig=mod.forward):
+                with torch.autocast(device_type, enabled=False):
+                    return _orig(x.float())
+            mod.forward = forward
 
 
 class Algorithm:
@@ -456,6 +482,8 @@ class _Trainer:
         self.bkeys = [n for n, _ in model.named_buffers()]
         self.use_lr_hook = _overrides(alg, "param_lr_scale")
         self.pad = not _has_batch_stats(model)
+        if _amp_device(cfg) is not None:
+            _float32_norms(model, _amp_device(cfg))
         g = grad(self._loss)
         self._vgrad = vmap(g, in_dims=(0, 0, 0, 0, 0, 0), randomness="different")
         self._vgrad_noreg = vmap(g, in_dims=(0, 0, 0, 0, 0, None), randomness="different")
