@@ -15,6 +15,10 @@ Returned keys:
     ratio              baseline_seconds / seconds
     accuracy           engine's global test accuracy
     baseline_accuracy  plain loop's global test accuracy
+    floor_seconds      the same samples through one model in batches of 20 x 32
+                       (``floor_loop``): the kernels' throughput floor on this machine
+    max_ratio          baseline_seconds / floor_seconds: the most any batching engine
+                       could gain over the plain loop here
     sequential_seconds the engine's sequential reference path (only if ``sequential``)
     cpu_seconds, baseline_cpu_seconds   process CPU time of each
     rounds_per_second  rounds / seconds (for GPU reports)
@@ -44,7 +48,7 @@ from .data import FederatedData, dirichlet_partition, load_digits, make_federate
 from .engine import Algorithm, FLConfig, evaluate, run_federated
 from .models import build_model
 
-__all__ = ["plain_loop", "reference_workload", "run_bench"]
+__all__ = ["floor_loop", "plain_loop", "reference_workload", "run_bench"]
 
 WORKLOAD = dict(dataset="digits", test_fraction=0.2, n_clients=20, alpha=0.1, seed=0,
                 rounds=50, local_epochs=1, batch_size=32, lr=0.05, model="cnn")
@@ -94,6 +98,30 @@ def plain_loop(fed: FederatedData, rounds: int, device: str = "cpu", seed: int =
     return global_state
 
 
+def floor_loop(fed: FederatedData, rounds: int, device: str = "cpu", seed: int = 0) -> None:
+    """The convolution-throughput floor: every round, all clients' training samples go
+    through ONE model in batches of n_clients x batch_size (SGD). Same samples, same
+    model, same forward/backward work as a round of the workload, but with one set of
+    weights and large batches: what this machine's kernels do at best. Batching clients
+    cannot make a round cheaper than this, so baseline_seconds / floor_seconds bounds the
+    ratio any batched engine can reach here."""
+    gen = torch.Generator().manual_seed(seed)
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        model = _model().to(device)
+    x = torch.cat([c.x_train for c in fed.clients]).to(device)
+    y = torch.cat([c.y_train for c in fed.clients]).to(device)
+    bs = WORKLOAD["batch_size"] * WORKLOAD["n_clients"]
+    opt = torch.optim.SGD(model.parameters(), lr=WORKLOAD["lr"])
+    for _ in range(rounds):
+        perm = torch.randperm(len(y), generator=gen).to(device)
+        for i in range(0, len(y), bs):
+            idx = perm[i:i + bs]
+            opt.zero_grad()
+            F.cross_entropy(model(x[idx]), y[idx]).backward()
+            opt.step()
+
+
 def _sync(device: str) -> None:
     if torch.device(device).type == "cuda":
         torch.cuda.synchronize()
@@ -126,6 +154,7 @@ def _bench(device: str, rounds: int | None, sequential: bool) -> dict:
     run_federated(_model, fed, Algorithm(), warm)
     run_federated(_model, fed, Algorithm(), FLConfig(**{**warm.__dict__, "fast": False}))
     plain_loop(fed, 1, device)
+    floor_loop(fed, 1, device)
 
     out = {}
     _sync(device)
@@ -145,6 +174,11 @@ def _bench(device: str, rounds: int | None, sequential: bool) -> dict:
     out["baseline_accuracy"] = evaluate(model, state, fed.x_test.to(device),
                                         fed.y_test.to(device))[0]
     out["ratio"] = out["baseline_seconds"] / out["seconds"]
+    t = time.perf_counter()
+    floor_loop(fed, rounds, device)
+    _sync(device)
+    out["floor_seconds"] = time.perf_counter() - t
+    out["max_ratio"] = out["baseline_seconds"] / out["floor_seconds"]
     if sequential:
         t = time.perf_counter()
         run_federated(_model, fed, Algorithm(), FLConfig(**{**cfg.__dict__, "fast": False}))
