@@ -73,6 +73,17 @@ def test_subspace_distance_zero_for_same_data():
     assert G.subspace_distance(u, u) == pytest.approx(0.0, abs=1e-10)
 
 
+def test_lanczos_subspace_of_wide_data_equals_the_dense_one(monkeypatch):
+    # 600 features (> 512): the top-d subspace by Lanczos, against a full eigh
+    x = torch.rand(200, 3, 10, 20, generator=torch.Generator().manual_seed(1))
+    fast = G.data_subspace(x, 5)
+    monkeypatch.setattr(G, "_DENSE_EIGH_MAX", 10_000)
+    dense = G.data_subspace(x, 5)
+    assert fast.shape == dense.shape == (600, 5)
+    assert G.subspace_distance(fast, dense) == pytest.approx(0.0, abs=1e-10)
+    assert G.subspace_distance(fast, G.data_subspace(x[:100], 5)) > 1e-6  # can differ
+
+
 # ------------------------------------------------------------------------- checkpoints
 class _Killed(Exception):
     pass

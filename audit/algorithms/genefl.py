@@ -119,11 +119,21 @@ def gamma_from_fraction(n_layers: int, fraction: float) -> int:
 # ------------------------------------------------------------------------ clustering
 def data_subspace(x: torch.Tensor, d: int) -> np.ndarray:
     """The top-d left singular vectors of a client's data matrix (features x samples)."""
-    a = x.reshape(len(x), -1).double().numpy().T
+    a = x.reshape(len(x), -1).double().cpu().numpy().T
     # the left singular vectors of a are the eigenvectors of a a^T (features x features;
     # much cheaper than an SVD of the features x samples matrix), largest first
-    w, v = np.linalg.eigh(a @ a.T)
+    gram = a @ a.T
+    if len(gram) <= _DENSE_EIGH_MAX or d >= len(gram) - 1:
+        w, v = np.linalg.eigh(gram)
+    else:  # CIFAR's 3072 features: Lanczos for the top d only (5x faster than a full eigh,
+        # same subspace to 1e-15; fixed start vector, so deterministic)
+        from scipy.sparse.linalg import eigsh
+
+        w, v = eigsh(gram, k=d, which="LA", v0=np.ones(len(gram)))
     return v[:, np.argsort(w)[::-1][:d]]
+
+
+_DENSE_EIGH_MAX = 512  # features up to which a full eigendecomposition is used
 
 
 def subspace_distance(u: np.ndarray, v: np.ndarray) -> float:
