@@ -8,7 +8,7 @@ import torch
 
 from audit.fl import data as D
 from audit.fl.aggregate import Upload, carry_over, chain, weighted_mean
-from audit.fl.engine import (Algorithm, FedBN, FedProx, FLConfig, _client_steps, evaluate,
+from audit.fl.engine import (Algorithm, FedBN, FedProx, FLConfig, client_steps, evaluate,
                              run_federated)
 from audit.fl.models import build_lm, build_model
 
@@ -92,7 +92,7 @@ def test_sequential_path_equals_plain_torch_optim_loop(fed):
         m = cnn()
     opt = torch.optim.SGD(m.parameters(), lr=0.1, momentum=0.9, weight_decay=1e-3)
     c = one.clients[0]
-    for _, idx in _client_steps(len(c.y_train), cfg, 1, 0):
+    for _, idx in client_steps(len(c.y_train), cfg, 1, 0):
         opt.zero_grad()
         torch.nn.functional.cross_entropy(m(c.x_train[idx]), c.y_train[idx]).backward()
         opt.step()

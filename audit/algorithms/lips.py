@@ -228,10 +228,10 @@ class FedBNProbe(FedBN):
         return up
 
     def _last_batch_grad(self, after: State, client_id: int, round: int) -> dict:
-        from audit.fl.engine import _client_steps  # the engine's minibatch order
+        from audit.fl.engine import client_steps  # the engine's minibatch order
 
         c = self.fed.clients[client_id]
-        idx = torch.as_tensor(_client_steps(len(c.y_train), self.config, round,
+        idx = torch.as_tensor(client_steps(len(c.y_train), self.config, round,
                                             client_id)[-1][1], device=c.x_train.device)
         pkeys = [k for k, _ in self.model.named_parameters()]
         params = {k: after[k].detach().clone().requires_grad_(True) for k in pkeys}

@@ -245,8 +245,8 @@ def analyse(results, ctx: RunContext) -> Analysis:
         "its docstring): an all-zero update scores 0.0 and a constant non-zero one +inf; "
         "the test for 'constant' is exact equality of the entries, because np.std of a "
         "constant can round above zero (last row of the first table).",
-        f"Under the guarded choice a frozen layer (all-zero update) ranks last and a "
-        f"layer moved by the same amount everywhere ranks first; the literal formula gives "
+        "Under the guarded choice a frozen layer (all-zero update) ranks last and a "
+        "layer moved by the same amount everywhere ranks first; the literal formula gives "
         "nan / inf, and a nan compares false with everything, so a sort over layers would "
         "place it arbitrarily. The paper's text does not settle which.",
         f"Scale invariance: the pattern scaled 1e-3 and 1e3 gets the same score "

@@ -242,7 +242,7 @@ def analyse(results, ctx: RunContext) -> Analysis:
         s, c, res = fits[d]
         est.append(E(f"slope_i{d}", s, unit="", description=f"fitted slope of (m - 1) on "
                      f"log(1/||g||) at i = {d} (i/L = {d / L:.4f})"))
-        est.append(E(f"intercept_i{d}", c, unit="", description=f"its intercept (0 by hand)"))
+        est.append(E(f"intercept_i{d}", c, unit="", description="its intercept (0 by hand)"))
     for t in THRESHOLDS:
         est.append(E(f"first_grad_norm_above_{t:g}", crossing[t] or float("nan"), unit="",
                      description=f"largest ladder ||g|| with m(i = L) > {t:g}"))

@@ -465,9 +465,9 @@ def analyse(results: Mapping[RunSpec, Mapping], ctx: RunContext) -> Analysis:
         "The consequence part is measured, not inferred: the literal arm's clients "
         "retrain from the shrunken global model every round, and its personalised model "
         "mixes in the client's own head (Eq. 2), which can hide a damaged global model.",
-        f"Smoke scale runs the 8x8 digits set with a small CNN; the paper's 60.68% "
-        f"(CIFAR-100, ResNet-18) is shown beside our literal arm only as the paper's "
-        f"number; its setting is --scale paper (needs the data and a GPU).",
+        "Smoke scale runs the 8x8 digits set with a small CNN; the paper's 60.68% "
+        "(CIFAR-100, ResNet-18) is shown beside our literal arm only as the paper's "
+        "number; its setting is --scale paper (needs the data and a GPU).",
         "as-released re-implements the release's server and mask rules from their "
         "description (no code of the release); its extra x20 rate factor for the CNN and "
         "its CPU-only write-back of masks into the client model are not reproduced.",

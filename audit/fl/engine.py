@@ -13,6 +13,9 @@ Public API (stable; falsifiers import these names)
 - ``layer_stats(model, state, reference=None) -> (norm, zero_frac, cos)``: per-layer
   L2 norm, exact-zero fraction and cosine to ``reference`` (dicts keyed by layer).
 - ``FedProx``, ``FedBN``: two small baselines built from the hooks.
+- ``client_steps(n, config, round, client_id) -> [(epoch, indices), ...]``: the
+  minibatch order of one client in one round (algorithms that probe with the same
+  batches use it).
 
 One round r (1-based) of ``run_federated``:
 
@@ -71,8 +74,8 @@ from .data import FederatedData
 from .models import is_norm_key, layer_names
 
 __all__ = [
-    "Algorithm", "FLConfig", "FedBN", "FedProx", "History", "evaluate", "layer_stats",
-    "run_federated",
+    "Algorithm", "FLConfig", "FedBN", "FedProx", "History", "client_steps", "evaluate",
+    "layer_stats", "run_federated",
 ]
 
 
@@ -424,7 +427,7 @@ def layer_stats(model: nn.Module, state: State, reference: Optional[State] = Non
 
 # ----------------------------------------------------------------------------- local SGD
 
-def _client_steps(n: int, cfg: FLConfig, round: int, client_id: int) -> list:
+def client_steps(n: int, cfg: FLConfig, round: int, client_id: int) -> list:
     """[(epoch, local index array), ...] for one client in one round."""
     rng = np.random.default_rng([cfg.seed, 2, round, client_id])
     steps = []
@@ -516,7 +519,7 @@ class _Trainer:
         ctx = self.alg.regularizer_context(start, cid, r)
         gfn = grad(self._loss)
         scale, last_g, cur_epoch = None, None, -1
-        for epoch, idx in _client_steps(len(y), cfg, r, cid):
+        for epoch, idx in client_steps(len(y), cfg, r, cid):
             if epoch != cur_epoch:
                 cur_epoch = epoch
                 scale = self._scale(params, cid, r, epoch, last_g)
@@ -565,7 +568,7 @@ class _Trainer:
         M = {k: torch.zeros_like(v) for k, v in P.items()} if cfg.momentum else None
         ctxs = [self.alg.regularizer_context(s, c, r) for s, c in zip(starts, cids)]
         C = None if ctxs[0] is None else {k: torch.stack([c[k] for c in ctxs]) for k in ctxs[0]}
-        steps = [_client_steps(n, cfg, r, c) for n, c in zip(sizes, cids)]
+        steps = [client_steps(n, cfg, r, c) for n, c in zip(sizes, cids)]
         sched = self._schedule(steps, offsets)
         # every index and weight of the round in one transfer
         all_idx = torch.as_tensor(np.concatenate([np.concatenate(g[3]) for g in sched]),
