@@ -7,6 +7,7 @@ never used.
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import datetime as _dt
 import hashlib
@@ -241,6 +242,20 @@ def _progress(total: int, desc: str, enabled: bool):
     return tqdm(total=total, desc=desc, unit="run", file=sys.stderr, leave=False)
 
 
+def _round_postfix(bar, every_s: float = 0.5):
+    """``fn(round, rounds)`` showing "round r/R" beside ``bar``, at most every ``every_s``
+    seconds (smoke rounds take milliseconds)."""
+    last = [0.0]
+
+    def show(r: int, total: int) -> None:
+        now = time.monotonic()
+        if now - last[0] >= every_s or r == total:
+            last[0] = now
+            bar.set_postfix_str(f"round {r}/{total}")
+
+    return show
+
+
 class LocalBackend:
     """Runs units one after another in this process (the reference backend)."""
 
@@ -291,13 +306,19 @@ def execute(claim: Claim | PendingClaim, ctx: RunContext, *, cache: Cache,
         else:
             todo[spec] = material
     bar = _progress(len(todo), claim.id, progress and len(todo) > 0)
+    rounds = contextlib.nullcontext()
+    if bar is not None:  # long units: the current federated run's round beside the bar
+        from audit.fl.engine import on_rounds
+
+        rounds = on_rounds(_round_postfix(bar))
     try:
-        for spec, result in backend.imap(claim, ctx, list(todo)):
-            cache.store(todo[spec], result)  # stored at once: nothing lost if interrupted
-            results[spec] = result
-            if bar is not None:
-                bar.set_postfix_str(spec.label())
-                bar.update(1)
+        with rounds:
+            for spec, result in backend.imap(claim, ctx, list(todo)):
+                cache.store(todo[spec], result)  # stored at once: nothing lost if interrupted
+                results[spec] = result
+                if bar is not None:
+                    bar.set_postfix_str(spec.label())
+                    bar.update(1)
     finally:
         if bar is not None:
             bar.close()

@@ -213,3 +213,15 @@ def test_amp_bf16_trains_batched_norm_models(fed, model, monkeypatch):
     seq = run_federated(fn, fed, Algorithm(), FLConfig(**{**cfg.__dict__, "amp": "bf16",
                                                           "fast": False}))
     assert np.isfinite(seq.test_loss[-1])
+
+
+def test_on_rounds_reports_every_round_inside_its_context_only(fed):
+    from audit.fl.engine import on_rounds
+
+    seen = []
+    cfg = FLConfig(rounds=3, clients_per_round=2, batch_size=16, seed=0,
+                   eval_personal=False, layer_metrics=False)
+    with on_rounds(lambda r, total: seen.append((r, total))):
+        run_federated(cnn, fed, Algorithm(), cfg)
+    run_federated(cnn, fed, Algorithm(), cfg)
+    assert seen == [(1, 3), (2, 3), (3, 3)]

@@ -104,3 +104,20 @@ def test_pending_claim_cannot_run(toy, tmp_path):
     pending = claims_mod.PENDING[0]
     with pytest.raises(AuditError, match="pending"):
         execute(pending, None, cache=Cache(tmp_path))
+
+
+def test_round_postfix_is_throttled_but_shows_the_last_round():
+    from audit.runner import _round_postfix
+
+    class Bar:
+        def __init__(self):
+            self.shown = []
+
+        def set_postfix_str(self, text):
+            self.shown.append(text)
+
+    bar = Bar()
+    show = _round_postfix(bar, every_s=3600)
+    for r in range(1, 6):
+        show(r, 5)
+    assert bar.shown == ["round 1/5", "round 5/5"]

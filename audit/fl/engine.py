@@ -13,6 +13,8 @@ Public API (stable; falsifiers import these names)
 - ``layer_stats(model, state, reference=None) -> (norm, zero_frac, cos)``: per-layer
   L2 norm, exact-zero fraction and cosine to ``reference`` (dicts keyed by layer).
 - ``FedProx``, ``FedBN``: two small baselines built from the hooks.
+- ``on_rounds(fn)``: a context manager; inside it every ``run_federated`` calls
+  ``fn(round, rounds)`` after each round (progress of long runs).
 - ``client_steps(n, config, round, client_id) -> [(epoch, indices), ...]``: the
   minibatch order of one client in one round (algorithms that probe with the same
   batches use it).
@@ -57,6 +59,7 @@ cuDNN's deterministic kernels, which ``run_federated`` selects for its duration)
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import math
 import time
 from collections import defaultdict
@@ -75,7 +78,7 @@ from .models import is_norm_key, layer_names
 
 __all__ = [
     "Algorithm", "FLConfig", "FedBN", "FedProx", "History", "client_steps", "evaluate",
-    "layer_stats", "run_federated",
+    "layer_stats", "on_rounds", "run_federated",
 ]
 
 
@@ -689,6 +692,21 @@ def run_federated(model_fn: Callable[[], nn.Module], fed: FederatedData, algorit
                     max(1, int(checkpoint_every)))
 
 
+_ROUND_CALLBACK: contextvars.ContextVar = contextvars.ContextVar("audit_round_callback",
+                                                                 default=None)
+
+
+@contextlib.contextmanager
+def on_rounds(fn: Callable[[int, int], None]):
+    """Within this context, ``run_federated`` calls ``fn(round, rounds)`` after every
+    round (the runner shows it beside its progress bar). Nested contexts replace it."""
+    token = _ROUND_CALLBACK.set(fn)
+    try:
+        yield
+    finally:
+        _ROUND_CALLBACK.reset(token)
+
+
 @contextlib.contextmanager
 def _deterministic_cudnn(device: str):
     """On CUDA, cuDNN picks deterministic kernels (no autotuning) for the run, so the same
@@ -838,6 +856,9 @@ def _run(model_fn, fed: FederatedData, alg: Algorithm, cfg: FLConfig, reference_
                 "cuda_rng": (torch.cuda.get_rng_state(dev) if dev.type == "cuda"
                              else torch.empty(0, dtype=torch.uint8)),
                 "algorithm_state": alg.state_dict()})
+        callback = _ROUND_CALLBACK.get()
+        if callback is not None:
+            callback(r, cfg.rounds)
     if checkpoint:
         import os
 
