@@ -4,8 +4,9 @@ import pytest
 import torch
 
 from audit.fl import data as D
-from audit.fl.engine import Algorithm, FLConfig, run_federated
+from audit.fl.engine import FLConfig, run_federated
 from audit.fl.models import build_model
+from fl_stubs import CountingFedAvg, Killed
 
 torch.set_num_threads(1)
 
@@ -20,32 +21,6 @@ def fed():
 
 def vgg():
     return build_model("vgg", 10, 1, 8, width=0.25, dropout_middle=0.3)  # dropout: torch RNG
-
-
-class Killed(Exception):
-    pass
-
-
-class CountingFedAvg(Algorithm):
-    """FedAvg with round-to-round state (a counter) and an optional kill at one round."""
-
-    name = "counting"
-
-    def __init__(self, kill_at=None):
-        super().__init__()
-        self.kill_at, self.seen = kill_at, 0
-
-    def round_metrics(self, round, global_state, prev_global, uploads, client_ids):
-        if round == self.kill_at:
-            raise Killed
-        self.seen += len(client_ids)
-        return {"seen": self.seen}
-
-    def state_dict(self):
-        return {"seen": self.seen}
-
-    def load_state_dict(self, state):
-        self.seen = int(state["seen"])
 
 
 def _strip(h):

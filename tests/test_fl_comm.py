@@ -9,6 +9,7 @@ from hypothesis import strategies as st
 from audit.fl import comm
 from audit.fl.aggregate import Upload
 from audit.fl.engine import Algorithm, FLConfig, run_federated
+from fl_stubs import CountingFedAvg, Killed
 
 
 class Tiny(nn.Module):
@@ -175,36 +176,14 @@ def test_comm_log_state_round_trips_through_a_checkpoint_file(tmp_path):
     assert back.total() == 228 + log.transfers[1].bytes + 12
 
 
-class _CountingStub(Algorithm):
-    """FedAvg with round-to-round state and an optional kill at one round."""
-
-    name = "counting-stub"
-
-    def __init__(self, kill_at=None):
-        super().__init__()
-        self.kill_at, self.seen = kill_at, 0
-
-    def round_metrics(self, round, global_state, prev_global, uploads, client_ids):
-        if round == self.kill_at:
-            raise RuntimeError("killed")
-        self.seen += len(client_ids)
-        return {"seen": self.seen}
-
-    def state_dict(self):
-        return {"seen": self.seen}
-
-    def load_state_dict(self, state):
-        self.seen = int(state["seen"])
-
-
 def test_metered_state_dict_wraps_the_algorithm_and_its_log():
     log = _mixed_log()
-    alg = comm.metered(_CountingStub(), log)
+    alg = comm.metered(CountingFedAvg(), log)
     alg.seen = 7
     st = alg.state_dict()
     assert st["algorithm"] == {"seen": 7} and st["comm_log"] == log.state_dict()
     other_log = comm.CommLog()
-    other = comm.metered(_CountingStub(), other_log)
+    other = comm.metered(CountingFedAvg(), other_log)
     other.load_state_dict(st)
     assert other.seen == 7 and other_log.transfers == log.transfers
 
@@ -222,16 +201,16 @@ def test_metered_run_resumed_from_a_checkpoint_counts_every_round_once(tmp_path)
     params = dict(model_fn().named_parameters())
     cfg = FLConfig(rounds=5, clients_per_round=2, seed=0)
     full_log = comm.CommLog()
-    full = run_federated(model_fn, fed, comm.metered(_CountingStub(), full_log, params), cfg)
+    full = run_federated(model_fn, fed, comm.metered(CountingFedAvg(), full_log, params), cfg)
     ck = str(tmp_path / "run.pt")
     dead_log = comm.CommLog()
-    with pytest.raises(RuntimeError, match="killed"):
-        run_federated(model_fn, fed, comm.metered(_CountingStub(kill_at=3), dead_log, params),
+    with pytest.raises(Killed):
+        run_federated(model_fn, fed, comm.metered(CountingFedAvg(kill_at=3), dead_log, params),
                       cfg, checkpoint=ck, checkpoint_every=2)
     assert sorted(dead_log.per_round()) == [1, 2, 3]
     # Execute
     log = comm.CommLog()
-    resumed = run_federated(model_fn, fed, comm.metered(_CountingStub(), log, params), cfg,
+    resumed = run_federated(model_fn, fed, comm.metered(CountingFedAvg(), log, params), cfg,
                             checkpoint=ck, checkpoint_every=2)
     # Assert: 2 clients x 2 directions x 6339 floats every round, rounds 1-5 once each
     per = 6339 * 4
