@@ -1,9 +1,8 @@
 """How long would a claim take at a scale, on this machine? Measure a little, extrapolate.
 
-``estimate(claim, scale, ...)`` runs one discarded warm-up unit, then one unit per
-measured arm twice, with the config's
-round count overridden to ``r1`` and then ``r2`` rounds (no cache, no checkpoints), and
-fits wall time = setup + rounds x per_round for each. The whole claim is then estimated
+``estimate(claim, scale, ...)`` runs one discarded warm-up unit, then one unit of each
+measured arm twice, with the config's round count overridden to ``r1`` and then ``r2``
+rounds (no cache, no checkpoints), and fits wall time = setup + rounds x per_round. The whole claim is then estimated
 as the sum over its units (every arm x seed of the scale) of setup + R x per_round, with
 R the scale's own round count. Arms not measured (``arms=...``) take the mean fit of the
 measured ones, and the output says so. A unit whose config has no round count (exact
@@ -74,20 +73,23 @@ def estimate(claim: Claim, scale: str, seeds=None, device: str = "cpu",
     R = None if key is None else (base.config[key[0]] if len(key) == 1
                                   else base.config[key[0]][key[1]])
     fits: dict[str, dict] = {}
-    warm = base if key is None else make_context(claim, scale, seeds, device, data_dir, {
-        **(overrides or {}), **_with_rounds(base.config, key, r1)})
+
+    def with_rounds(r: int) -> RunContext:  # the scale's context at r rounds
+        if key is None:
+            return base
+        return make_context(claim, scale, seeds, device, data_dir,
+                            {**(overrides or {}), **_with_rounds(base.config, key, r)})
+
     # a discarded first run: imports, data loading caches, CUDA start-up
-    warmup_s = _time_unit(claim, warm, next(s for s in specs if s.arm == measure[0]))
+    warmup_s = _time_unit(claim, with_rounds(r1), next(s for s in specs if s.arm == measure[0]))
     for arm in measure:
         spec = next(s for s in specs if s.arm == arm)
         if key is None:
             t = _time_unit(claim, base, spec)
             fits[arm] = {"setup_s": t, "per_round_s": 0.0, "runs_s": [t]}
         else:
-            t1 = _time_unit(claim, make_context(claim, scale, seeds, device, data_dir, {
-                **(overrides or {}), **_with_rounds(base.config, key, r1)}), spec)
-            t2 = _time_unit(claim, make_context(claim, scale, seeds, device, data_dir, {
-                **(overrides or {}), **_with_rounds(base.config, key, r2)}), spec)
+            t1 = _time_unit(claim, with_rounds(r1), spec)
+            t2 = _time_unit(claim, with_rounds(r2), spec)
             per = max(0.0, (t2 - t1) / (r2 - r1))
             fits[arm] = {"setup_s": max(0.0, t1 - r1 * per), "per_round_s": per,
                          "runs_s": [t1, t2]}
