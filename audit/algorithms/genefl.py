@@ -442,7 +442,7 @@ def simulate(config: Mapping, seed: int, mode: str = "top", use_dim: bool = True
     import os
 
     from audit.fl import data as D
-    from audit.fl.engine import _save_checkpoint, evaluate
+    from audit.fl.engine import evaluate, save_atomic
     from audit.fl.models import build_model
 
     c = dict(config)
@@ -486,7 +486,7 @@ def simulate(config: Mapping, seed: int, mode: str = "top", use_dim: bool = True
                                use_dim, device, done and f"{checkpoint}.cluster{k}",
                                checkpoint_every)
             if done:
-                _save_checkpoint(done, {"key": key, "result": res})
+                save_atomic(done, {"key": key, "result": res})
         if done:
             done_files.append(done)
         finals.append(res["final_state"])

@@ -260,10 +260,6 @@ def analyse(results, ctx: RunContext) -> Analysis:
                     figures=tuple(figs), notes=tuple(notes))
 
 
-def specs(ctx: RunContext):
-    return [RunSpec(a.name) for a in ARMS]
-
-
 CLAIM = Claim(
     id=CLAIM_ID,
     paper=FEDTLU,
@@ -280,7 +276,6 @@ CLAIM = Claim(
     scales=SCALES,
     run=run,
     analyse=analyse,
-    specs=specs,
     paper_numbers=(PaperNumber("layer score", "||dW|| / (sqrt(n) std(dW))", "Section III",
                                "n_nonfinite_literal"),),
     answers={"referee_report.minor_comments[0]": "undefined"},

@@ -320,10 +320,6 @@ def analyse(results, ctx: RunContext) -> Analysis:
                     figures=tuple(figs), notes=tuple(notes))
 
 
-def specs(ctx: RunContext):
-    return [RunSpec(a.name) for a in ARMS]
-
-
 CLAIM = Claim(
     id=CLAIM_ID,
     paper=FLAYER,
@@ -340,7 +336,6 @@ CLAIM = Claim(
     scales=SCALES,
     run=run,
     analyse=analyse,
-    specs=specs,
     paper_numbers=(PaperNumber("layer-wise rate", "eta * (1 + log(1 + 1/||g_i||) * i/L)",
                                "Eq. 4", "m_at_L_grad_1e-300"),),
     answers={"referee_report.minor_comments[2]": "unbounded"},

@@ -13,6 +13,8 @@ Public API (stable; falsifiers import these names)
 - ``layer_stats(model, state, reference=None) -> (norm, zero_frac, cos)``: per-layer
   L2 norm, exact-zero fraction and cosine to ``reference`` (dicts keyed by layer).
 - ``FedProx``, ``FedBN``: two small baselines built from the hooks.
+- ``save_atomic(path, payload)``: ``torch.save`` that never leaves a half-written file
+  (checkpoints; GENE-FL's finished clusters).
 - ``on_rounds(fn)``: a context manager; inside it every ``run_federated`` calls
   ``fn(round, rounds)`` after each round (progress of long runs).
 - ``client_steps(n, config, round, client_id) -> [(epoch, indices), ...]``: the
@@ -78,7 +80,7 @@ from .models import is_norm_key, layer_names
 
 __all__ = [
     "Algorithm", "FLConfig", "FedBN", "FedProx", "History", "client_steps", "evaluate",
-    "layer_stats", "on_rounds", "run_federated",
+    "layer_stats", "on_rounds", "run_federated", "save_atomic",
 ]
 
 
@@ -723,7 +725,8 @@ def _deterministic_cudnn(device: str):
         cudnn.deterministic, cudnn.benchmark = old
 
 
-def _save_checkpoint(path: str, payload: dict) -> None:
+def save_atomic(path: str, payload: dict) -> None:
+    """``torch.save`` to a temporary file, then rename: a kill mid-write keeps the old file."""
     import os
 
     tmp = f"{path}.tmp{os.getpid()}"
@@ -846,7 +849,7 @@ def _run(model_fn, fed: FederatedData, alg: Algorithm, cfg: FLConfig, reference_
         if r % cfg.eval_every == 0 or r == cfg.rounds:
             do_eval(r)
         if checkpoint and r % checkpoint_every == 0 and r < cfg.rounds:
-            _save_checkpoint(checkpoint, {
+            save_atomic(checkpoint, {
                 "round": r, "config": asdict(cfg), "algorithm": alg.name,
                 "global_state": global_state, "client_states": client_states,
                 "reference": reference, "rec": dict(rec),
