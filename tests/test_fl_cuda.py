@@ -103,3 +103,36 @@ def test_bench_reports_rounds_per_second_on_cuda():
     out = run_bench(device="cuda", rounds=5)
     assert out["device"] == "cuda" and out["rounds_per_second"] > 0
     assert out["seconds"] > 0 and out["baseline_seconds"] > 0
+
+
+def test_grouped_chain_gradients_on_cuda_equal_torch_func():
+    """The engine takes the chain on the CPU only; the program itself is device-agnostic
+    (a check for a session that wants to time it on a GPU)."""
+    from torch.func import functional_call, grad, vmap
+
+    from audit.fl.grouped import compile_chain
+
+    m = build_model("cnn2", 10, 3, 32, width=0.25).cuda()
+    chain = compile_chain(m)
+    gen = torch.Generator(device="cuda").manual_seed(0)
+    K, b = 4, 8
+    p = {k: torch.stack([v.detach() + 0.05 * torch.randn(v.shape, generator=gen, device="cuda")
+                         for _ in range(K)]) for k, v in m.named_parameters()}
+    x = torch.randn(K, b, 3, 32, 32, generator=gen, device="cuda")
+    y = torch.randint(0, 10, (K, b), generator=gen, device="cuda")
+    w = torch.ones(K, b, device="cuda")
+    w[1, 5:] = 0
+
+    def loss(params, xk, yk, wk):
+        per = torch.nn.functional.cross_entropy(functional_call(m, params, (xk,)), yk,
+                                                reduction="none")
+        return (per * wk).sum() / wk.sum()
+
+    old = torch.backends.cudnn.allow_tf32
+    torch.backends.cudnn.allow_tf32 = False
+    try:
+        ref, got = vmap(grad(loss))(p, x, y, w), chain.grads(p, x, y, w)
+    finally:
+        torch.backends.cudnn.allow_tf32 = old
+    for k in ref:
+        torch.testing.assert_close(got[k], ref[k], atol=1e-4, rtol=1e-3, msg=k)

@@ -1,4 +1,5 @@
-"""Engine: determinism, fast (vmap) path == sequential path, hooks, metrics."""
+"""Engine: determinism, fast (chain and vmap) paths == sequential path, plans, hooks,
+metrics."""
 
 import json
 
@@ -6,10 +7,14 @@ import numpy as np
 import pytest
 import torch
 
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from audit.fl import data as D
+from audit.fl import engine
 from audit.fl.aggregate import Upload, carry_over, chain, weighted_mean
-from audit.fl.engine import (Algorithm, FedBN, FedProx, FLConfig, client_steps, evaluate,
-                             run_federated)
+from audit.fl.engine import (Algorithm, FedBN, FedProx, FLConfig, batched_path, client_steps,
+                             evaluate, run_federated)
 from audit.fl.models import build_lm, build_model
 
 torch.set_num_threads(1)  # tests are small; avoid OpenMP spinning on a shared CPU
@@ -67,9 +72,12 @@ CASES = {
 }
 
 
+@pytest.mark.parametrize("path", ["auto", "vmap"])
 @pytest.mark.parametrize("case", list(CASES))
-def test_fast_path_equals_sequential_path(fed, case):
+def test_fast_path_equals_sequential_path(fed, case, path, monkeypatch):
     model_fn, alg, kw = CASES[case]
+    if path == "vmap":  # the general path also for the chain models
+        monkeypatch.setattr(engine, "_chain_for", lambda model, cfg: None)
     base = dict(rounds=2, batch_size=16, lr=0.05, seed=1, eval_personal=True)
     base.update(kw)
     hs = run_federated(model_fn, fed, alg(), FLConfig(fast=False, **base))
@@ -225,3 +233,61 @@ def test_on_rounds_reports_every_round_inside_its_context_only(fed):
         run_federated(cnn, fed, Algorithm(), cfg)
     run_federated(cnn, fed, Algorithm(), cfg)
     assert seen == [(1, 3), (2, 3), (3, 3)]
+
+
+def test_batched_path_names_the_route_a_run_takes():
+    cpu = FLConfig(rounds=1)
+    assert batched_path(cnn(), cpu) == "chain"
+    assert batched_path(build_model("cnn2", 10, 1, 8), cpu) == "chain"
+    assert batched_path(build_model("vgg", 10, 1, 8, width=0.25), cpu) == "vmap"
+    assert batched_path(cnn(), FLConfig(rounds=1, device="cuda")) == "vmap"
+    assert batched_path(cnn(), FLConfig(rounds=1, fast=False)) == "sequential"
+
+
+def _plan(sizes, batch_size, epochs=1, norm=False, device="cpu", seed=0):
+    model = build_model("vgg", 10, 1, 8, width=0.25) if norm else cnn()
+    cfg = FLConfig(rounds=1, batch_size=batch_size, local_epochs=epochs, seed=seed,
+                   device=device)
+    trainer = engine._Trainer(model, Algorithm(), cfg)
+    steps = [client_steps(n, cfg, 1, k) for k, n in enumerate(sizes)]
+    return steps, trainer._plan(steps)
+
+
+def _rows(calls):
+    return sum(b * len(js) for b, js, _ in calls)
+
+
+@settings(max_examples=60, deadline=None)
+@given(sizes=st.lists(st.integers(1, 80), min_size=1, max_size=12),
+       batch_size=st.sampled_from([4, 8, 32]), epochs=st.integers(1, 2),
+       norm=st.booleans(), device=st.sampled_from(["cpu", "cuda"]))
+def test_every_plan_runs_each_step_once_in_order_and_never_pads_less_than_needed(
+        sizes, batch_size, epochs, norm, device):
+    steps, calls = _plan(sizes, batch_size, epochs, norm, device)
+    seen = {j: [] for j in range(len(sizes))}
+    for b, js, ss in calls:
+        assert len(js) == len(ss) == len(set(js)) > 0
+        for j, s in zip(js, ss):
+            n = len(steps[j][s][1])
+            assert n == b if norm else n <= b  # batch statistics never see padding
+            seen[j].append(s)
+    for j, st_ in seen.items():
+        assert st_ == list(range(len(steps[j])))  # every step once, in its order
+    if norm or device != "cpu":  # the aligned plan: local step s in call s (or split)
+        assert all(len(set(ss)) == 1 for _, _, ss in calls)
+    else:  # the chosen plan is never costlier than the aligned one under its model
+        cost = lambda cs: _rows(cs) + batch_size * len(cs)  # noqa: E731
+        aligned = []
+        for s in range(max(len(x) for x in steps)):
+            act = [j for j in range(len(sizes)) if s < len(steps[j])]
+            aligned.append((max(len(steps[j][s][1]) for j in act), act, [s] * len(act)))
+        assert cost(calls) <= cost(aligned)
+
+
+def test_reference_workload_plan_pads_fewer_rows():
+    from audit.fl.bench import reference_workload
+
+    sizes = [len(c.y_train) for c in reference_workload().clients]
+    _, calls = _plan(sizes, 32)
+    _, aligned = _plan(sizes, 32, device="cuda")  # the aligned plan
+    assert _rows(calls) == 1484 < _rows(aligned) == 1660  # of 1437 real rows
