@@ -35,6 +35,16 @@ def _seed_list(text: str) -> list[int]:
             f"seed list must be comma-separated integers, got {text!r}") from None
 
 
+def _positive_int(text: str) -> int:
+    try:
+        n = int(text)
+    except ValueError:
+        n = 0
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive whole number, got {text!r}")
+    return n
+
+
 def _override(text: str) -> tuple[str, object]:
     key, sep, value = text.partition("=")
     if not sep or not key:
@@ -83,6 +93,8 @@ def _parser() -> argparse.ArgumentParser:
 
     bn = sub.add_parser("bench", help="time the engine on the reference FedAvg workload")
     bn.add_argument("--device", default="cpu")
+    bn.add_argument("--repeats", type=_positive_int, default=3,
+                    help="timed repeats; the one with the median ratio is reported (default 3)")
 
     es = sub.add_parser("estimate", help="time a few rounds of a claim's units here and "
                         "extrapolate its whole run at a scale")
@@ -228,7 +240,7 @@ def cmd_bench(args) -> int:
     from audit.fl.bench import run_bench
 
     check_device(args.device)
-    result = run_bench(device=args.device)
+    result = run_bench(device=args.device, repeats=args.repeats)
     print(json.dumps(result))
     return 0
 

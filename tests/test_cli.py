@@ -132,6 +132,14 @@ def test_bench_refuses_an_unknown_device(capsys):
     assert "unknown device 'tpu'" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("value", ["0", "-2", "two"])
+def test_bench_refuses_a_bad_repeat_count(value, capsys):
+    with pytest.raises(SystemExit) as err:
+        main(["bench", "--repeats", value])
+    assert err.value.code == 2
+    assert "positive whole number" in capsys.readouterr().err
+
+
 def test_verify_does_not_call_other_seeds_a_flip(toy, tmp_path, capsys):
     lock = tmp_path / "locks.json"
     lock.write_text(json.dumps({"toy-claim": {"smoke": {

@@ -1,6 +1,12 @@
 """The bench runs end to end on a shortened workload (timings are reported, never asserted)."""
 
 import json
+import os
+import platform
+import subprocess
+import sys
+
+import pytest
 
 from audit.fl.bench import reference_workload, run_bench
 
@@ -12,10 +18,39 @@ def test_reference_workload_matches_issue():
 
 
 def test_run_bench_short_returns_the_documented_keys():
-    out = run_bench("cpu", rounds=2, threads=1)
+    out = run_bench("cpu", rounds=2, threads=1, repeats=2)
     json.dumps(out)
     for k in ("seconds", "baseline_seconds", "ratio", "accuracy", "baseline_accuracy",
-              "rounds_per_second", "floor_seconds", "max_ratio"):
+              "rounds_per_second", "floor_seconds", "max_ratio", "malloc"):
         assert k in out
     assert out["workload"]["rounds"] == 2 and 0.0 <= out["accuracy"] <= 1.0
     assert out["max_ratio"] == out["baseline_seconds"] / out["floor_seconds"]
+    samples = [out[f"{k}_samples"] for k in ("seconds", "baseline_seconds", "floor_seconds")]
+    assert all(len(s) == 2 for s in samples)
+    ratios = [b / e for e, b in zip(samples[0], samples[1])]
+    mid = ratios.index(min(ratios))  # the lower median of two
+    assert [out["seconds"], out["baseline_seconds"], out["floor_seconds"]] == \
+        [s[mid] for s in samples]
+    assert out["ratio"] == out["baseline_seconds"] / out["seconds"]
+    assert out["batched_path"] == "chain" and out["repeats"] == 2
+    with pytest.raises(ValueError, match="repeats"):
+        run_bench("cpu", rounds=1, repeats=0)
+
+
+_PROBE = ("from audit.fl.alloc import keep_freed_memory, malloc_setting;"
+          "print(keep_freed_memory(), keep_freed_memory(), malloc_setting())")
+
+
+@pytest.mark.skipif(platform.system() != "Linux" or platform.libc_ver()[0] != "glibc",
+                    reason="mallopt is glibc's")
+@pytest.mark.parametrize("env, expected", [
+    ({}, "True True tuned"),
+    ({"AUDIT_MALLOC": "default"}, "False False default"),
+    ({"MALLOC_MMAP_THRESHOLD_": "1048576"}, "False False environment"),
+])
+def test_malloc_tuning_is_applied_once_and_can_be_declined(env, expected):
+    clean = {k: v for k, v in os.environ.items()
+             if k not in ("AUDIT_MALLOC", "MALLOC_MMAP_THRESHOLD_", "MALLOC_TRIM_THRESHOLD_")}
+    out = subprocess.run([sys.executable, "-c", _PROBE], env={**clean, **env},
+                         capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == expected

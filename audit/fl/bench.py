@@ -8,7 +8,7 @@ every round, 50 rounds, 1 local epoch, batch 32, SGD lr 0.05, the reference CNN
 conv(1->16, 3x3, pad 1)-relu-conv(16->32, 3x3, pad 1)-relu-flatten-linear(2048->10).
 FedAvg weighted by client sample counts; global test accuracy after the last round.
 
-Returned keys:
+Returned keys (times from the repeat with the median ratio, see ``run_bench``):
     seconds            wall time of the engine's batched path (``fast=True``)
     baseline_seconds   wall time of a plain loop (nn.Module + torch.optim.SGD per client,
                        load_state_dict / state_dict, weighted average), same process
@@ -22,7 +22,11 @@ Returned keys:
     sequential_seconds the engine's sequential reference path (only if ``sequential``)
     cpu_seconds, baseline_cpu_seconds   process CPU time of each
     rounds_per_second  rounds / seconds (for GPU reports)
-    threads, device, torch, workload (the settings above)
+    seconds_samples, baseline_seconds_samples, floor_seconds_samples   every sample
+    batched_path       "chain" (grouped forward + hand-written backward) or "vmap"
+    malloc             "tuned" (``alloc.keep_freed_memory``, which ``run_federated``
+                       applies on the CPU), "environment" or "default"
+    repeats, threads, device, torch, workload (the settings above)
 Both paths are warmed up on one round first (lazy imports, allocator), so that the
 timed numbers compare steady-state loops, and run under the same thread count.
 
@@ -44,8 +48,9 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from .alloc import keep_freed_memory, malloc_setting
 from .data import FederatedData, dirichlet_partition, load_digits, make_federated
-from .engine import Algorithm, FLConfig, evaluate, run_federated
+from .engine import Algorithm, FLConfig, batched_path, evaluate, run_federated
 from .models import build_model
 
 __all__ = ["floor_loop", "plain_loop", "reference_workload", "run_bench"]
@@ -128,65 +133,82 @@ def _sync(device: str) -> None:
 
 
 def run_bench(device: str = "cpu", rounds: int | None = None, sequential: bool = False,
-              threads: int | None = None) -> dict:
+              threads: int | None = None, repeats: int = 3) -> dict:
     """Time the reference workload (batched engine vs plain loop) in this process.
 
     ``threads``: torch intra-op threads for the measurement (restored afterwards);
-    None keeps the current setting. On a CPU shared with other jobs, 1 thread avoids
-    OpenMP spin-waiting, which otherwise dominates both timings."""
+    None keeps the current setting. ``repeats``: the engine, the plain loop and the
+    floor are timed this many times, one after the other in each repeat; the reported
+    times are those of the repeat whose ratio is the median, and every sample is listed
+    under ``*_samples``."""
+    if repeats < 1:
+        raise ValueError(f"repeats must be >= 1, not {repeats}")
     before = torch.get_num_threads()
     if threads is not None:
         torch.set_num_threads(threads)
     try:
-        return _bench(device, rounds, sequential)
+        return _bench(device, rounds, sequential, repeats)
     finally:
         torch.set_num_threads(before)
 
 
-def _bench(device: str, rounds: int | None, sequential: bool) -> dict:
+def _timed(fn, device: str):
+    _sync(device)
+    t, c = time.perf_counter(), time.process_time()
+    result = fn()
+    _sync(device)
+    return time.perf_counter() - t, time.process_time() - c, result
+
+
+def _bench(device: str, rounds: int | None, sequential: bool, repeats: int) -> dict:
     rounds = rounds or WORKLOAD["rounds"]
     fed = reference_workload(WORKLOAD["seed"])
     cfg = FLConfig(rounds=rounds, clients_per_round=None, local_epochs=WORKLOAD["local_epochs"],
                    batch_size=WORKLOAD["batch_size"], lr=WORKLOAD["lr"], seed=WORKLOAD["seed"],
                    device=device, eval_every=rounds, fast=True, eval_personal=False,
                    layer_metrics=False)
+    if torch.device(device).type == "cpu":
+        keep_freed_memory()  # what run_federated does: both loops run under it
     warm = FLConfig(**{**cfg.__dict__, "rounds": 1, "eval_every": 1})
     run_federated(_model, fed, Algorithm(), warm)
     run_federated(_model, fed, Algorithm(), FLConfig(**{**warm.__dict__, "fast": False}))
     plain_loop(fed, 1, device)
     floor_loop(fed, 1, device)
 
-    out = {}
-    _sync(device)
-    t, c = time.perf_counter(), time.process_time()
-    hist = run_federated(_model, fed, Algorithm(), cfg)
-    _sync(device)
-    out["seconds"] = time.perf_counter() - t
-    out["cpu_seconds"] = time.process_time() - c
+    samples = {"seconds": [], "baseline_seconds": [], "floor_seconds": []}
+    cpu = {"seconds": [], "baseline_seconds": []}
+    for _ in range(repeats):
+        wall, proc, hist = _timed(lambda: run_federated(_model, fed, Algorithm(), cfg), device)
+        samples["seconds"].append(wall)
+        cpu["seconds"].append(proc)
+        wall, proc, state = _timed(lambda: plain_loop(fed, rounds, device), device)
+        samples["baseline_seconds"].append(wall)
+        cpu["baseline_seconds"].append(proc)
+        samples["floor_seconds"].append(_timed(lambda: floor_loop(fed, rounds, device),
+                                               device)[0])
+    # the repeat with the median ratio: engine and plain loop were timed back to back
+    # in it, so a slow spell of the machine that hits one of them and not the other
+    # (a shared VM) cannot make the ratio, and one bad repeat cannot move it
+    ratios = [b / e for e, b in zip(samples["seconds"], samples["baseline_seconds"])]
+    mid = sorted(range(repeats), key=lambda i: ratios[i])[(repeats - 1) // 2]
+    out = {k: v[mid] for k, v in samples.items()}
+    out["cpu_seconds"] = cpu["seconds"][mid]
+    out["baseline_cpu_seconds"] = cpu["baseline_seconds"][mid]
     out["accuracy"] = hist.test_acc[-1]
-
-    t, c = time.perf_counter(), time.process_time()
-    state = plain_loop(fed, rounds, device)
-    _sync(device)
-    out["baseline_seconds"] = time.perf_counter() - t
-    out["baseline_cpu_seconds"] = time.process_time() - c
     model = _model().to(device)
     out["baseline_accuracy"] = evaluate(model, state, fed.x_test.to(device),
                                         fed.y_test.to(device))[0]
     out["ratio"] = out["baseline_seconds"] / out["seconds"]
-    t = time.perf_counter()
-    floor_loop(fed, rounds, device)
-    _sync(device)
-    out["floor_seconds"] = time.perf_counter() - t
     out["max_ratio"] = out["baseline_seconds"] / out["floor_seconds"]
     if sequential:
-        t = time.perf_counter()
-        run_federated(_model, fed, Algorithm(), FLConfig(**{**cfg.__dict__, "fast": False}))
-        _sync(device)
-        out["sequential_seconds"] = time.perf_counter() - t
+        seq = FLConfig(**{**cfg.__dict__, "fast": False})
+        out["sequential_seconds"] = _timed(
+            lambda: run_federated(_model, fed, Algorithm(), seq), device)[0]
     out["rounds_per_second"] = rounds / out["seconds"]
-    out.update(threads=torch.get_num_threads(), device=device, torch=torch.__version__,
-               omp_wait_policy=os.environ.get("OMP_WAIT_POLICY"),
+    out.update({f"{k}_samples": v for k, v in samples.items()})
+    out.update(repeats=repeats, batched_path=batched_path(_model(), cfg),
+               threads=torch.get_num_threads(), device=device, torch=torch.__version__,
+               omp_wait_policy=os.environ.get("OMP_WAIT_POLICY"), malloc=malloc_setting(),
                machine=platform.machine(), workload={**WORKLOAD, "rounds": rounds})
     return out
 
