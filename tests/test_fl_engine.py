@@ -258,7 +258,7 @@ def _rows(calls):
 
 
 @settings(max_examples=60, deadline=None)
-@given(sizes=st.lists(st.integers(1, 80), min_size=1, max_size=12),
+@given(sizes=st.lists(st.integers(0, 80), min_size=1, max_size=12),
        batch_size=st.sampled_from([4, 8, 32]), epochs=st.integers(1, 2),
        norm=st.booleans(), device=st.sampled_from(["cpu", "cuda"]))
 def test_every_plan_runs_each_step_once_in_order_and_never_pads_less_than_needed(
@@ -278,7 +278,7 @@ def test_every_plan_runs_each_step_once_in_order_and_never_pads_less_than_needed
     else:  # the chosen plan is never costlier than the aligned one under its model
         cost = lambda cs: _rows(cs) + batch_size * len(cs)  # noqa: E731
         aligned = []
-        for s in range(max(len(x) for x in steps)):
+        for s in range(max(len(x) for x in steps)):  # (a client may have no samples)
             act = [j for j in range(len(sizes)) if s < len(steps[j])]
             aligned.append((max(len(steps[j][s][1]) for j in act), act, [s] * len(act)))
         assert cost(calls) <= cost(aligned)

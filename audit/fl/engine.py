@@ -605,7 +605,8 @@ class _Trainer:
         # call costs its padded rows plus `full` rows of fixed overhead (on the CPU one
         # call of the reference CNN costs about as much as 25 rows).
         full = self.cfg.batch_size
-        last = {j: len(steps[j]) - 1 for j in range(K) if size(j, len(steps[j]) - 1) < full}
+        last = {j: len(steps[j]) - 1 for j in range(K)
+                if steps[j] and size(j, len(steps[j]) - 1) < full}
         main = [len(steps[j]) - (j in last) for j in range(K)]
         deferred = []
         for s in range(max(main)):
