@@ -16,9 +16,9 @@ Returned keys (times from the repeat with the median ratio, see ``run_bench``):
     accuracy           engine's global test accuracy
     baseline_accuracy  plain loop's global test accuracy
     floor_seconds      the same samples through one model in batches of 20 x 32
-                       (``floor_loop``): the kernels' throughput floor on this machine
-    max_ratio          baseline_seconds / floor_seconds: the most any batching engine
-                       could gain over the plain loop here
+                       (``floor_loop``): one set of weights, large batches, autograd
+    max_ratio          baseline_seconds / floor_seconds: roughly what batching clients
+                       can approach here (per-client weights make every kernel grouped)
     sequential_seconds the engine's sequential reference path (only if ``sequential``)
     cpu_seconds, baseline_cpu_seconds   process CPU time of each
     rounds_per_second  rounds / seconds (for GPU reports)
@@ -104,12 +104,13 @@ def plain_loop(fed: FederatedData, rounds: int, device: str = "cpu", seed: int =
 
 
 def floor_loop(fed: FederatedData, rounds: int, device: str = "cpu", seed: int = 0) -> None:
-    """The convolution-throughput floor: every round, all clients' training samples go
-    through ONE model in batches of n_clients x batch_size (SGD). Same samples, same
+    """A throughput reference: every round, all clients' training samples go through
+    ONE model in batches of n_clients x batch_size (SGD, autograd). Same samples, same
     model, same forward/backward work as a round of the workload, but with one set of
-    weights and large batches: what this machine's kernels do at best. Batching clients
-    cannot make a round cheaper than this, so baseline_seconds / floor_seconds bounds the
-    ratio any batched engine can reach here."""
+    weights, large batches and no padding: about what this machine's kernels do at best.
+    An engine with per-client weights runs grouped kernels on padded batches, so it
+    should not be expected below this (it is not a proven bound: another formulation of
+    the same arithmetic could beat autograd's)."""
     gen = torch.Generator().manual_seed(seed)
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
@@ -140,7 +141,9 @@ def run_bench(device: str = "cpu", rounds: int | None = None, sequential: bool =
     None keeps the current setting. ``repeats``: the engine, the plain loop and the
     floor are timed this many times, one after the other in each repeat; the reported
     times are those of the repeat whose ratio is the median, and every sample is listed
-    under ``*_samples``."""
+    under ``*_samples``. On a CPU shared with other jobs, 1 thread (or
+    ``OMP_WAIT_POLICY=PASSIVE``) avoids OpenMP spin-waiting, which otherwise dominates
+    both timings."""
     if repeats < 1:
         raise ValueError(f"repeats must be >= 1, not {repeats}")
     before = torch.get_num_threads()

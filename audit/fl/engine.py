@@ -667,8 +667,11 @@ class _Trainer:
                 lead[j] += lead[j] == c
         order = sorted(range(K), key=lambda j: -lead[j])
         at = {j: i for i, j in enumerate(order)}
-        calls = [(b, [at[j] for j, _ in pairs], [s for _, s in pairs])
-                 for b, js, ss in calls for pairs in [sorted(zip(js, ss), key=lambda p: at[p[0]])]]
+        renamed = []
+        for b, js, ss in calls:  # the same calls in stack positions, ascending
+            pairs = sorted((at[j], s) for j, s in zip(js, ss))
+            renamed.append((b, [i for i, _ in pairs], [s for _, s in pairs]))
+        calls = renamed
         starts, steps = [starts[j] for j in order], [steps[j] for j in order]
         offsets, cids = [offsets[j] for j in order], [cids[j] for j in order]
         P = {k: torch.stack([s[k].detach() for s in starts]) for k in self.pkeys}
