@@ -33,7 +33,6 @@ clients, so each client's gradient is its own. Tests compare every gradient with
 
 from __future__ import annotations
 
-import operator
 from dataclasses import dataclass
 from typing import Optional
 
@@ -57,6 +56,7 @@ class _Op:
     weight: str = ""
     bias: Optional[str] = None
     args: tuple = ()
+    inplace: bool = False    # relu: may overwrite its input (nothing saved it)
 
 
 def _maxpool_args(kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False,
@@ -148,7 +148,7 @@ def compile_chain(model: nn.Module) -> Optional["Chain"]:
                 continue
             tensors = [a for a in list(node.args) + list(node.kwargs.values())
                        if isinstance(a, torch.fx.Node)]
-            if len(tensors) != 1 or node.args[:1] != (prev,) or node.target is operator.add:
+            if len(tensors) != 1 or node.args[:1] != (prev,):
                 raise _Unsupported("not a chain")
             if len(node.users) != 1:
                 raise _Unsupported("a value used twice")
@@ -174,7 +174,7 @@ def compile_chain(model: nn.Module) -> Optional["Chain"]:
     for prev_op, op in zip([None] + ops, ops):  # nothing saves these layers' outputs
         if op.kind == "relu" and prev_op is not None and \
                 prev_op.kind in ("conv", "linear", "maxpool"):
-            op.args = ("inplace",)
+            op.inplace = True
     return Chain(ops)
 
 
@@ -254,7 +254,7 @@ class Chain:
                 out = torch.baddbmm(params[op.bias].unsqueeze(2), wt, a.transpose(1, 2))
             return out.transpose(1, 2), "k", (a, layout)
         if op.kind == "relu":  # in place on a fresh conv / linear / pool output
-            out = torch.relu_(h) if op.args == ("inplace",) else torch.relu(h)
+            out = torch.relu_(h) if op.inplace else torch.relu(h)
             return out, layout, out
         if op.kind == "maxpool":
             out, idx = torch.ops.aten.max_pool2d_with_indices(h, *op.args)
