@@ -242,14 +242,16 @@ def _progress(total: int, desc: str, enabled: bool):
     return tqdm(total=total, desc=desc, unit="run", file=sys.stderr, leave=False)
 
 
-def _round_postfix(bar, every_s: float = 0.5):
+def _round_postfix(bar, every_s: float = 0.5, clock: Callable[[], float] = time.monotonic):
     """``fn(round, rounds)`` showing "round r/R" beside ``bar``, at most every ``every_s``
-    seconds (smoke rounds take milliseconds)."""
-    last = [0.0]
+    seconds (smoke rounds take milliseconds). The first round is always shown: the
+    throttle starts from the first call, not from the clock's origin (``monotonic`` may
+    read less than ``every_s`` on a machine booted minutes ago)."""
+    last: list[float | None] = [None]
 
     def show(r: int, total: int) -> None:
-        now = time.monotonic()
-        if now - last[0] >= every_s or r == total:
+        now = clock()
+        if last[0] is None or now - last[0] >= every_s or r == total:
             last[0] = now
             bar.set_postfix_str(f"round {r}/{total}")
 

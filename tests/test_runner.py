@@ -121,3 +121,27 @@ def test_round_postfix_is_throttled_but_shows_the_last_round():
     for r in range(1, 6):
         show(r, 5)
     assert bar.shown == ["round 1/5", "round 5/5"]
+
+
+@pytest.mark.parametrize("boot", [0.0, 1.5, 59.0, 1e6], ids=["at-boot", "secs", "mins", "days"])
+def test_round_postfix_does_not_depend_on_the_clock_origin(boot):
+    """A machine booted minutes ago reads a small monotonic clock; the first round shows."""
+    from audit.runner import _round_postfix
+
+    class Bar:
+        def __init__(self):
+            self.shown = []
+
+        def set_postfix_str(self, text):
+            self.shown.append(text)
+
+    now = [boot]
+    bar = Bar()
+    show = _round_postfix(bar, every_s=3600, clock=lambda: now[0])
+    for r in range(1, 6):
+        show(r, 5)
+        now[0] += 1.0
+    assert bar.shown == ["round 1/5", "round 5/5"]
+    now[0] += 3600
+    show(1, 5)
+    assert bar.shown[-1] == "round 1/5"
