@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
 from audit.errors import AuditError  # re-exported: claim modules import it from here
-from audit.verdict import Combination, Estimate, Outcome, Part, Rule
+from audit.verdict import Combination, Estimate, Outcome, Part, Premise, Rule
 
 LOCKS_PATH = Path(__file__).with_name("locks.json")
 
@@ -102,15 +102,27 @@ class RunContext:
     device: str = "cpu"
     data_dir: str | None = None
     checkpoint_dir: str | None = None  # set by the runner; None: no checkpoints
+    # Sequential seeds (audit.sequential): the share of every rule's alpha spent at this
+    # look (1.0 for a fixed-seed run). Rules multiply their alpha by it; it is not part of
+    # any cache or checkpoint key (a unit's result does not depend on it).
+    alpha_fraction: float = 1.0
 
     def checkpoint(self, spec: "RunSpec") -> str | None:
-        """A checkpoint file for one unit (engine runs save and resume there), or None."""
+        """A checkpoint file for one unit (engine runs save and resume there), or None.
+
+        Its name hashes everything the unit's state depends on, as the run cache's key
+        does: the spec, scale, config, device, the code version (a run killed before a
+        code change does not resume from the old code's state) and the fingerprint of
+        the data files the config reads under ``data_dir`` (another copy of a data set
+        does not resume from this one's state)."""
         if not self.checkpoint_dir:
             return None
         import hashlib
 
-        key = json.dumps([spec.to_dict(), self.scale, dict(self.config), self.device],
-                         sort_keys=True, default=str)
+        from audit.runner import code_version, data_identity
+
+        key = json.dumps([spec.to_dict(), self.scale, dict(self.config), self.device,
+                          code_version(), data_identity(self)], sort_keys=True, default=str)
         folder = Path(self.checkpoint_dir) / self.claim_id
         folder.mkdir(parents=True, exist_ok=True)
         return str(folder / f"{hashlib.sha256(key.encode()).hexdigest()[:24]}.pt")
@@ -160,6 +172,7 @@ class Analysis:
     tables: tuple[Table, ...] = ()
     figures: tuple[Figure, ...] = ()
     notes: tuple[str, ...] = ()  # paragraphs for the report: what the test shows and not
+    premise: "Premise | None" = None  # the paper's own effect, measured first
 
 
 Results = Mapping[RunSpec, Mapping[str, Any]]
@@ -313,24 +326,76 @@ def locks_path() -> Path:
     return Path(os.environ.get("AUDIT_LOCKS", LOCKS_PATH))
 
 
+LOCK_VERDICTS = ("CONFIRMED", "REFUTED", "INCONCLUSIVE")
+
+
+def _lock_problem(locks: Any) -> str | None:
+    """What is wrong with the shape of a parsed lock file, or None when it is usable.
+
+    Shape: {claim id: {scale: {"verdict": V, "parts": {part id: V}, "seeds": [int]}}},
+    V one of CONFIRMED / REFUTED / INCONCLUSIVE; "parts" and "seeds" may be absent.
+    """
+    def kind(x: Any) -> str:
+        return type(x).__name__
+
+    if not isinstance(locks, dict):
+        return f"the top level must be an object of claim ids, got {kind(locks)}"
+    for cid, scales in locks.items():
+        if not isinstance(scales, dict):
+            return f"entry {cid!r} must be an object of scales, got {kind(scales)}"
+        for scale, lock in scales.items():
+            where = f"entry {cid!r} at scale {scale!r}"
+            if not isinstance(lock, dict):
+                return f"{where} must be an object, got {kind(lock)}"
+            if lock.get("verdict") not in LOCK_VERDICTS:
+                return (f"{where} has verdict {lock.get('verdict')!r}; expected one of "
+                        f"{', '.join(LOCK_VERDICTS)}")
+            parts = lock.get("parts", {})
+            if not isinstance(parts, dict):
+                return f"{where}: 'parts' must be an object, got {kind(parts)}"
+            for pid, v in parts.items():
+                if v not in LOCK_VERDICTS:
+                    return (f"{where}: part {pid!r} has verdict {v!r}; expected one of "
+                            f"{', '.join(LOCK_VERDICTS)}")
+            seeds = lock.get("seeds", [])
+            if not isinstance(seeds, list) or not all(
+                    isinstance(x, int) and not isinstance(x, bool) for x in seeds):
+                return f"{where}: 'seeds' must be a list of whole numbers"
+    return None
+
+
 def read_locks(path: Path | None = None) -> dict:
+    """The locks, checked for shape: any problem is one AuditError naming the file."""
     path = path or locks_path()
     if not path.exists():
         return {}
     try:
-        return json.loads(path.read_text())
+        locks = json.loads(path.read_text(encoding="utf-8"))
     except json.JSONDecodeError as exc:
         raise AuditError(f"lock file {path} is not valid JSON ({exc})") from None
+    except UnicodeDecodeError as exc:
+        raise AuditError(f"lock file {path} is not UTF-8 text ({exc.reason})") from None
+    except RecursionError:
+        raise AuditError(f"lock file {path} is nested too deeply to be a lock file") from None
+    except OSError as exc:
+        raise AuditError(f"lock file {path} cannot be read ({exc.strerror})") from None
+    problem = _lock_problem(locks)
+    if problem is not None:
+        raise AuditError(f"lock file {path} is malformed: {problem}")
+    return locks
 
 
 def write_lock(claim_id: str, scale: str, verdict: Outcome, parts: Sequence[Part],
                seeds: Sequence[int] = (), path: Path | None = None) -> None:
+    """Record a lock; the file is replaced atomically (never left half written)."""
+    from audit.safeio import atomic_write
+
     path = path or locks_path()
     locks = read_locks(path)
     locks.setdefault(claim_id, {})[scale] = {
         "verdict": verdict.value, "parts": {p.id: p.verdict.value for p in parts},
         "seeds": [int(s) for s in seeds]}
-    path.write_text(json.dumps(locks, indent=2, sort_keys=True) + "\n")
+    atomic_write(path, json.dumps(locks, indent=2, sort_keys=True) + "\n")
 
 
 def registry() -> dict[str, Claim | PendingClaim]:

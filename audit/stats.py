@@ -10,10 +10,14 @@ distribution is written by hand. The design and its references are in
   then compare runs; stacking sub-run measurements inflates n -- the rliable
   pitfall, Agarwal et al. 2021, "Deep RL at the Edge of the Statistical
   Precipice").
-* At small n (3..5 seeds) percentile and BCa bootstrap intervals under-cover
-  badly while the Student-t interval holds its level, so the paired interval
-  is Student-t below :data:`BOOTSTRAP_MIN_N` pairs and BCa bootstrap
-  (``scipy.stats.bootstrap``) from there on, or for statistics with no t form.
+* Percentile and BCa bootstrap intervals under-cover at the seed counts we run
+  (the three-way rule with BCa from 10 pairs measured a false-SUPPORTED rate of
+  0.05-0.06 at n = 10 against a nominal 0.025), while the Student-t interval
+  holds its level at every n in the calibration matrix (``audit/calibration.py``,
+  ``tests/test_calibration.py``). So every paired interval behind a verdict is
+  Student-t (``method="auto"`` is "t" at every n), and no verdict depends on a
+  bootstrap generator. BCa (``scipy.stats.bootstrap``) stays available, asked for by
+  name, for statistics with no t form that are reported beside a verdict.
 * Resampling always takes an explicit :class:`numpy.random.Generator`; the
   global numpy RNG is never used (unlike rliable's resampling).
 * An exact sign-flip permutation test or Wilcoxon cannot reach p < 0.05 with
@@ -34,6 +38,8 @@ Input errors raise :class:`ValueError` with one line naming the problem:
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import inspect
 import math
 import warnings
@@ -48,7 +54,7 @@ from statsmodels.stats.power import TTestPower
 from statsmodels.stats.weightstats import ttost_paired
 
 __all__ = [
-    "BOOTSTRAP_MIN_N",
+    "ThreeWayCodes",
     "OUTCOMES",
     "Interval",
     "PairedDifference",
@@ -65,11 +71,25 @@ __all__ = [
     "seeds_needed",
     "smallest_signflip_p",
     "three_way",
+    "three_way_codes",
+    "flip_distance",
 ]
 
-#: Pairs from which ``method="auto"`` switches from Student-t to BCa bootstrap.
-#: Below it, bootstrap intervals under-cover (STATISTICS.md, "Intervals at small n").
-BOOTSTRAP_MIN_N = 10
+#: Whether :func:`three_way` computes its flip distance (off inside the leave-one-seed-
+#: out re-analyses of the runner, which need outcomes only).
+_FLIP = contextvars.ContextVar("audit_stats_flip", default=True)
+
+
+@contextlib.contextmanager
+def without_flip():
+    """Skip :func:`flip_distance` inside :func:`three_way` (outcomes are unchanged)."""
+    token = _FLIP.set(False)
+    try:
+        yield
+    finally:
+        _FLIP.reset(token)
+
+
 THREE_WAY_BOOTSTRAP_SEED = 20261130  # the seed of verdict_rng()
 
 #: The outcomes of :func:`three_way`, about the claim "A beats B by at least m".
@@ -211,7 +231,7 @@ class PairedDifference:
     level: float
     low: float
     high: float
-    method: str  # "t" or "bca"
+    method: str  # "t", "hall" or "bca"
     p_value: float
     effect_size: float
 
@@ -296,15 +316,52 @@ class ThreeWay:
     power: float
     mde: float | None = None
     seeds_needed: int | None = None
+    flip: float | None = None  # smallest one-seed change of a difference that flips it
 
     @property
     def n(self) -> int:
         return self.difference.n
 
+    def text(self) -> str:
+        """The rule as applied, generated from the parameters that decided it."""
+        return three_way_text(self.margin, self.equivalence_margin, self.alpha, self.n)
+
 
 # --------------------------------------------------------------------------- #
 # intervals
 # --------------------------------------------------------------------------- #
+
+
+def _hall_bounds(mean, sd, skew, n: int, level: float):
+    """Hall's (1992) skewness-corrected t interval, vectorised.
+
+    With x = (mean - mu) / sd and skewness g, Hall's transformation
+    T(x) = x + g x^2 / 3 + g^2 x^3 / 27 + g / (6 n) = ((1 + g x / 3)^3 - 1) / g + g / (6 n)
+    is monotone and sqrt(n) T(x) is close to Student-t with n - 1 df even for skewed
+    data; inverting it at the t quantiles gives the interval. At g = 0 it is the
+    Student-t interval. P. Hall, "On the removal of skewness by transformation",
+    JRSS B 54 (1992) 221-228.
+    """
+    q = float(_sps.t.ppf(0.5 + level / 2, n - 1)) / math.sqrt(n)
+    mean, sd, skew = (np.asarray(v, dtype=float) for v in (mean, sd, skew))
+
+    def inverse(y):
+        with np.errstate(all="ignore"):
+            shifted = y - skew / (6 * n)
+            x = 3.0 / skew * (np.cbrt(1.0 + skew * shifted) - 1.0)
+        return np.where(np.abs(skew) < 1e-8, shifted, x)
+
+    return mean - sd * inverse(q), mean - sd * inverse(-q)
+
+
+def _skew(d: np.ndarray, axis=-1) -> np.ndarray:
+    """Sample skewness (moment form, m3 / s^3 with s the ddof=1 SD); 0 where s = 0."""
+    mean = d.mean(axis=axis, keepdims=True)
+    sd = d.std(axis=axis, ddof=1)
+    m3 = ((d - mean) ** 3).mean(axis=axis)
+    with np.errstate(all="ignore"):
+        g = np.where(sd > 0, m3 / np.where(sd > 0, sd, 1.0) ** 3, 0.0)
+    return g
 
 
 def paired_difference(
@@ -319,10 +376,13 @@ def paired_difference(
     """Mean of the per-seed differences ``a - b`` with a confidence interval.
 
     ``method``: ``"t"`` is the Student-t interval of ``scipy.stats.ttest_rel(a, b)
-    .confidence_interval(level)``; ``"bca"`` is the BCa bootstrap
+    .confidence_interval(level)``; ``"hall"`` is Hall's skewness-corrected t interval
+    (the three-way rule's: skewed differences broke the plain t interval's one-sided
+    level in the calibration matrix); ``"bca"`` is the BCa bootstrap
     (``scipy.stats.bootstrap(method="BCa")``) of the mean difference, which
-    needs ``rng``; ``"auto"`` picks "t" below :data:`BOOTSTRAP_MIN_N` pairs and
-    "bca" from there on. STATISTICS.md ("Intervals at small n") measured BCa
+    needs ``rng``; ``"auto"`` is "t" at every n (the calibration matrix measured BCa
+    inside the three-way rule at 0.05-0.06 false-SUPPORTED at n = 10, nominal 0.025,
+    while t held its level at every n and distribution tried). STATISTICS.md ("Intervals at small n") measured BCa
     covering only about 0.77 at n = 3 and 0.85 at n = 5 (nominal 0.95) while
     the t-interval holds about 0.96; cf. Agarwal et al. 2021 and Colas et al. 2018.
 
@@ -334,12 +394,12 @@ def paired_difference(
     """
     a_arr, b_arr = _as_pair(a, b)
     level = _check_level(level)
-    if method not in ("auto", "t", "bca"):
-        raise ValueError(f"method must be 'auto', 't' or 'bca'; got {method!r}")
+    if method not in ("auto", "t", "hall", "bca"):
+        raise ValueError(f"method must be 'auto', 't', 'hall' or 'bca'; got {method!r}")
     d = a_arr - b_arr
     n = int(d.size)
     if method == "auto":
-        method = "t" if n < BOOTSTRAP_MIN_N else "bca"
+        method = "t"
     if method == "bca":
         _check_rng(rng)
     mean = float(np.mean(d))
@@ -359,6 +419,9 @@ def paired_difference(
         if method == "t":
             ci = res.confidence_interval(confidence_level=level)
             low, high = float(ci.low), float(ci.high)
+        if method == "hall":
+            lo_, hi_ = _hall_bounds(mean, sd, _skew(d), n, level)
+            low, high = float(lo_), float(hi_)
     if method == "bca":
         low, high = _scipy_bootstrap((d,), np.mean, rng, level, "BCa", n_resamples, False)
     return PairedDifference(mean, sd, n, level, low, high, method, p_value, mean / sd)
@@ -367,9 +430,9 @@ def paired_difference(
 def verdict_rng() -> np.random.Generator:
     """A new generator of fixed seed, for the resampling behind a verdict.
 
-    A verdict must be repeatable, so claims pass this (a fresh one per call) wherever a
-    BCa interval may be chosen (:func:`paired_difference` with ``method="auto"`` from
-    :data:`BOOTSTRAP_MIN_N` pairs on); :func:`three_way` uses it when given no ``rng``.
+    Verdicts no longer resample (every interval behind one is Student-t); estimates
+    reported beside a verdict with a bootstrap interval pass this, so a report is
+    repeatable.
     """
     return np.random.default_rng(THREE_WAY_BOOTSTRAP_SEED)
 
@@ -579,10 +642,12 @@ def three_way(
     """Decide the claim "arm A beats arm B by at least ``margin``" from paired seeds.
 
     The rule of STATISTICS.md ("A three-way rule, fixed before the run"), with
-    d = ``equivalence_margin``, the two-sided paired interval of
-    :func:`paired_difference` at level 1 - alpha (Student-t below
-    :data:`BOOTSTRAP_MIN_N` pairs, BCa from there on, which needs ``rng``) and
-    the paired TOST of :func:`tost_paired` at ``alpha``:
+    d = ``equivalence_margin``, the two-sided paired Student-t interval of
+    :func:`paired_difference` at level 1 - alpha (at every n: the calibration matrix
+    shows t holding its error rates where BCa did not) and the paired TOST of
+    :func:`tost_paired` at ``alpha``. ``rng`` is accepted for compatibility and
+    checked, but nothing resamples: the same data give the same outcome under any
+    generator.
 
     1. SUPPORTED when the (1 - alpha) CI of mean(A - B) lies entirely above
        ``margin`` (low > margin). Checked first: a difference shown to exceed
@@ -606,17 +671,22 @@ def three_way(
     if not math.isfinite(margin):
         raise ValueError(f"margin must be finite; got {margin}")
     alpha = _check_alpha(alpha, upper=0.5)
-    if rng is None:
-        # A verdict must be reproducible: with 10+ pairs the BCa interval resamples, so
-        # the rule uses a generator of fixed seed unless the caller passes its own.
-        rng = verdict_rng()
-    diff = paired_difference(a, b, level=1 - alpha, method="auto", rng=rng)
-    tost = tost_paired(a, b, equivalence_margin, alpha=alpha)
+    if rng is not None:
+        _check_rng(rng)
+    diff = paired_difference(a, b, level=1 - alpha, method="hall")
+    # TOST at alpha / 2 per side: equivalence is the same (1 - alpha) interval inside
+    # (-d, +d) (at alpha per side skewed differences broke the level; calibration.py)
+    tost = tost_paired(a, b, equivalence_margin, alpha=alpha / 2)
+    # equivalence is decided on the rule's own (1 - alpha) interval (Hall's skewness-
+    # corrected t, the same one as SUPPORTED reads); the t-based TOST p is reported
+    inside = (-tost.margin < diff.low) and (diff.high < tost.margin)
+    tost = TostResult(tost.p_value, diff.low, diff.high, tost.margin, bool(inside),
+                      tost.alpha)
     n, d = diff.n, tost.margin
     ci = f"{_g((1 - alpha) * 100)}% {diff.method} CI [{_g(diff.low)}, {_g(diff.high)}]"
     tost_txt = (
-        f"TOST within (-{_g(d)}, +{_g(d)}) p = {_g(tost.p_value)}, "
-        f"{_g((1 - 2 * alpha) * 100)}% CI [{_g(tost.low90)}, {_g(tost.high90)}]"
+        f"TOST within (-{_g(d)}, +{_g(d)}) at {_g(alpha / 2)} per side p = "
+        f"{_g(tost.p_value)}, {_g((1 - alpha) * 100)}% CI [{_g(tost.low90)}, {_g(tost.high90)}]"
     )
     head = f"n = {n} pairs, alpha = {_g(alpha)}: mean(A - B) = {_g(diff.mean)}, {ci}"
     common = dict(
@@ -624,6 +694,10 @@ def three_way(
         sensitive=bool(sensitive), power=float(power),
     )
 
+    a_arr, b_arr = _as_pair(a, b)
+    if _FLIP.get():
+        common["flip"] = flip_distance(a_arr - b_arr, margin=margin, equivalence_margin=d,
+                                       alpha=alpha, sensitive=bool(sensitive))
     if diff.low > margin:
         reason = f"SUPPORTED: {head} lies above the margin {_g(margin)}."
         return ThreeWay("SUPPORTED", reason=reason, **common)
@@ -645,12 +719,14 @@ def three_way(
             needed = seeds_needed(effect, diff.sd, alpha=alpha, power=power)
         except ValueError:  # dz so small (a float residue) that no sample size reaches it
             needed = None
+    gap = (f"the observed distance {_g(effect)} of mean(A - B) = {_g(diff.mean)} from the "
+           f"margin {_g(margin)}")
     if needed:
-        need_txt = f"{needed} pairs would detect the observed effect {_g(effect)}"
+        need_txt = f"{needed} pairs would detect {gap}"
     elif effect == 0.0:
-        need_txt = "no number of seeds would detect the observed effect of 0"
+        need_txt = f"no number of seeds would detect {gap}"
     else:
-        need_txt = f"no feasible number of seeds would detect the observed effect {_g(effect)}"
+        need_txt = f"no feasible number of seeds would detect {gap}"
     if tost.equivalent:
         why = f"equivalence holds ({tost_txt}) but there is no assay sensitivity"
     else:
@@ -660,3 +736,123 @@ def three_way(
         f"the minimum detectable effect at n = {n} is {_g(mde)} and {need_txt}."
     )
     return ThreeWay("INCONCLUSIVE", reason=reason, mde=mde, seeds_needed=needed, **common)
+
+
+# --------------------------------------------------------------------------- #
+# the three-way rule, vectorised: calibration and stability
+# --------------------------------------------------------------------------- #
+
+#: Integer codes of :func:`three_way_codes`, in the order of :data:`OUTCOMES`.
+SUPPORTED, FALSIFIED, INCONCLUSIVE = 0, 1, 2
+
+
+class ThreeWayCodes(NamedTuple):
+    """Outcome codes (0 SUPPORTED, 1 FALSIFIED, 2 INCONCLUSIVE) and which branch decided
+    (``by_equivalence``: FALSIFIED through TOST, not through the wrong side)."""
+
+    codes: np.ndarray
+    by_equivalence: np.ndarray
+
+
+def three_way_text(margin: float, equivalence_margin: float, alpha: float,
+                   n: int | None = None) -> str:
+    """The three-way rule in words, from the parameters that decide it (printed rules are
+    generated from this, so a ``--set`` of a margin changes the text)."""
+    n_txt = f"n = {n} pairs" if n is not None else "n = the seeds run"
+    return (f"three-way rule on the paired per-seed differences A - B ({n_txt}): "
+            f"SUPPORTED when the two-sided {_g(100 * (1 - alpha))}% CI (Hall's skewness-"
+            f"corrected Student-t) lies above "
+            f"the margin m = {_g(margin)}; FALSIFIED when it lies below m, or when it lies "
+            f"inside (-{_g(equivalence_margin)}, +{_g(equivalence_margin)}) (paired TOST at "
+            f"{_g(alpha / 2)} per side) with assay sensitivity shown; INCONCLUSIVE otherwise. "
+            f"Each error (false SUPPORTED, false FALSIFIED) is at most alpha = {_g(alpha)}, "
+            f"measured by simulation (audit/calibration.py)")
+
+
+def three_way_codes(D, *, margin: float = 0.0, equivalence_margin: float,
+                    alpha: float = 0.05, sensitive: bool = True) -> ThreeWayCodes:
+    """:func:`three_way`'s outcome for every row of ``D`` (shape ``(m, n)``: m samples of
+    n paired differences), without building the result objects.
+
+    The same decisions as :func:`three_way` (a test checks them against each other on
+    random data, degenerate rows included): the (1 - alpha) two-sided paired t interval
+    against ``margin``, then TOST as the (1 - 2 alpha) t interval inside (-d, +d). Used
+    by the calibration matrix (millions of simulated decisions) and by
+    :func:`flip_distance`.
+    """
+    D = np.atleast_2d(np.asarray(D, dtype=float))
+    m, n = D.shape
+    if n < 2:
+        raise ValueError(f"fewer than 2 values per row in D: got {n}")
+    alpha = _check_alpha(alpha, upper=0.5)
+    d = float(equivalence_margin)
+    mean = D.mean(axis=1)
+    sd = D.std(axis=1, ddof=1)
+    # constant rows (up to rounding of the differences' magnitude): the point interval
+    scale = np.max(np.abs(D), axis=1)
+    const = np.ptp(D, axis=1) <= 8 * np.finfo(float).eps * np.maximum(scale, 1e-300)
+    # Hall's skewness-corrected t interval at 1 - alpha; equivalence reads the same
+    # interval (TOST at alpha / 2 per side). With the plain t interval and TOST at alpha
+    # per side, right-skewed differences gave 0.055-0.079 false equivalences and
+    # left-skewed ones 0.057 false SUPPORTED against 0.05 (the calibration matrix).
+    skew = _skew(D, axis=1)
+    hl, hh = _hall_bounds(mean, sd, skew, n, 1 - alpha)
+    low = np.where(const, mean, hl)
+    high = np.where(const, mean, hh)
+    equiv = (low > -d) & (high < d)
+    codes = np.full(m, INCONCLUSIVE, dtype=np.int8)
+    by_eq = np.zeros(m, dtype=bool)
+    sup = low > margin
+    wrong = ~sup & (high < margin)
+    eq = ~sup & ~wrong & equiv & bool(sensitive)
+    codes[sup] = SUPPORTED
+    codes[wrong | eq] = FALSIFIED
+    by_eq[eq] = True
+    return ThreeWayCodes(codes, by_eq)
+
+
+def flip_distance(d, *, margin: float = 0.0, equivalence_margin: float,
+                  alpha: float = 0.05, sensitive: bool = True,
+                  max_multiple: float = 64.0) -> float | None:
+    """The smallest change of ONE seed's paired difference that changes the three-way
+    outcome, in the metric's own units (STATISTICS.md: "Report how far a verdict is from
+    flipping").
+
+    Every seed is moved up and down on a geometric grid of steps (from 1e-6 of the
+    scale to ``max_multiple`` times it, the scale being the spread plus the margins),
+    and the first change is refined by bisection. ``None`` when no single-seed move
+    within that range changes the outcome.
+    """
+    d = _as_sample(d, "d")
+    n = d.size
+    base = int(three_way_codes(d[None, :], margin=margin, equivalence_margin=equivalence_margin,
+                               alpha=alpha, sensitive=sensitive).codes[0])
+    scale = float(np.ptp(d) + abs(margin) + abs(equivalence_margin) + np.max(np.abs(d))) or 1.0
+    steps = scale * np.geomspace(1e-6, max_multiple, 120)
+    best = math.inf
+    kw = dict(margin=margin, equivalence_margin=equivalence_margin, alpha=alpha,
+              sensitive=sensitive)
+    for sign in (1.0, -1.0):
+        # all seeds x all steps at once: row (i, k) moves seed i by sign * steps[k]
+        D = np.repeat(d[None, :], n * steps.size, axis=0)
+        idx = np.repeat(np.arange(n), steps.size)
+        D[np.arange(D.shape[0]), idx] += sign * np.tile(steps, n)
+        changed = (three_way_codes(D, **kw).codes != base).reshape(n, steps.size)
+        for i in range(n):
+            hit = np.flatnonzero(changed[i])
+            if not hit.size:
+                continue
+            k = int(hit[0])
+            lo, hi = (0.0 if k == 0 else steps[k - 1]), steps[k]
+            if lo >= best:
+                continue
+            for _ in range(60):  # bisection on the step that first changes the outcome
+                mid = 0.5 * (lo + hi)
+                x = d.copy()
+                x[i] += sign * mid
+                if int(three_way_codes(x[None, :], **kw).codes[0]) != base:
+                    hi = mid
+                else:
+                    lo = mid
+            best = min(best, hi)
+    return None if not math.isfinite(best) else float(best)

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import enum
 import math
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Callable, Iterable, Mapping, Sequence
 
 from audit.stats import Interval  # the shared (low, high) named tuple
@@ -99,29 +99,135 @@ class Estimate:
         return cls(**{k: v for k, v in d.items() if k in keys})
 
 
+#: What a part is. An ``experiment`` is decided from runs over seeds (its verdict can
+#: move with the data); a ``derivation`` is mathematics (a theorem, an identity, an exact
+#: count: its verdict is a proof, not an experiment); a ``measurement`` reports a number
+#: for which no threshold independent of the results exists, so it carries no verdict of
+#: its own (always INCONCLUSIVE) and never enters a claim's verdict.
+KINDS = ("experiment", "derivation", "measurement")
+ALL_OUTCOMES = ("CONFIRMED", "REFUTED", "INCONCLUSIVE")
+
+
 @dataclass(frozen=True)
 class Part:
-    """The decision on one part of a reviewer's claim."""
+    """The decision on one part of a reviewer's claim.
+
+    ``reachable``: the verdicts the part's rule can return (declared with the rule and
+    tested by driving the rule to each). ``flip``: for an experiment decided by a paired
+    comparison, the smallest change of one seed's metric that would change the decisive
+    test (in ``unit``); ``resolution``: the metric's smallest step (one test example).
+    """
 
     id: str
     verdict: Outcome
     rule: str
     reason: str
     needs: str = ""  # when INCONCLUSIVE: what would decide it (seeds, scale, setting)
+    kind: str = "experiment"
+    reachable: tuple[str, ...] = ALL_OUTCOMES
+    flip: float | None = None
+    resolution: float | None = None
+    unit: str = ""
+
+    @property
+    def fragile(self) -> bool:
+        """Decided, and one seed moved by at most three steps of the metric flips it."""
+        return (self.verdict != Outcome.INCONCLUSIVE and self.flip is not None
+                and self.resolution is not None and self.flip <= 3 * self.resolution)
 
     def to_dict(self) -> dict:
         return {"id": self.id, "verdict": self.verdict.value, "rule": self.rule,
-                "reason": self.reason, "needs": self.needs}
+                "reason": self.reason, "needs": self.needs, "kind": self.kind,
+                "reachable": list(self.reachable), "flip": _clean(self.flip),
+                "resolution": _clean(self.resolution), "unit": self.unit,
+                "fragile": self.fragile}
 
     @classmethod
     def from_dict(cls, d: Mapping) -> "Part":
         return cls(id=d["id"], verdict=Outcome(d["verdict"]), rule=d["rule"],
-                   reason=d.get("reason", ""), needs=d.get("needs", ""))
+                   reason=d.get("reason", ""), needs=d.get("needs", ""),
+                   kind=d.get("kind", "experiment"),
+                   reachable=tuple(d.get("reachable", ALL_OUTCOMES)),
+                   flip=d.get("flip"), resolution=d.get("resolution"), unit=d.get("unit", ""))
+
+
+PREMISE_STATUSES = ("reproduced", "not reproduced", "undecided")
+
+
+@dataclass(frozen=True)
+class Premise:
+    """The paper's own effect that the reviewer's claim is about, measured first.
+
+    ``status``: ``reproduced`` (the effect shows at this scale), ``not reproduced`` (it
+    is absent or reversed) or ``undecided``. A part that explains the effect can be
+    CONFIRMED or REFUTED only where the premise is reproduced (:func:`premise_gate`).
+    """
+
+    effect: str  # e.g. "LIPS beats FedBN (personalised accuracy, points)"
+    status: str
+    reason: str
+    estimate: Estimate | None = None
+
+    def __post_init__(self):
+        if self.status not in PREMISE_STATUSES:
+            raise ValueError(f"premise status must be one of {PREMISE_STATUSES}; "
+                             f"got {self.status!r}")
+
+    @property
+    def reproduced(self) -> bool:
+        return self.status == "reproduced"
+
+    def to_dict(self) -> dict:
+        return {"effect": self.effect, "status": self.status, "reason": self.reason,
+                "estimate": self.estimate.to_dict() if self.estimate else None}
+
+    @classmethod
+    def from_dict(cls, d: Mapping) -> "Premise":
+        est = d.get("estimate")
+        return cls(effect=d["effect"], status=d["status"], reason=d.get("reason", ""),
+                   estimate=Estimate.from_dict(est) if est else None)
+
+
+def premise_gate(part: Part, premise: Premise | None) -> Part:
+    """A part that explains the paper's effect is INCONCLUSIVE where the effect is not
+    reproduced at the run's scale, whatever its own comparison says (STATISTICS.md,
+    "Premise first"). The comparison's outcome stays in the reason."""
+    if premise is None or premise.reproduced or part.verdict == Outcome.INCONCLUSIVE:
+        return part
+    return replace(part, verdict=Outcome.INCONCLUSIVE,
+                   reason=(f"premise not reproduced at this scale ({premise.effect}: "
+                           f"{premise.status}); the comparison alone said "
+                           f"{part.verdict.value}: {part.reason}"),
+                   needs="a scale or setting where the paper's effect reproduces")
+
+
+def on_reviewer(outcome: str, *, holds_when: str) -> Outcome:
+    """Map a statistical outcome (``audit.stats.three_way``: SUPPORTED / FALSIFIED /
+    INCONCLUSIVE, about "A beats B by at least m") onto the REVIEWER's claim.
+
+    ``holds_when`` names the statistical outcome under which the reviewer is right:
+    ``"SUPPORTED"`` (the reviewer says A beats B) or ``"FALSIFIED"`` (the reviewer says
+    A does not). The other decided outcome refutes the reviewer; INCONCLUSIVE stays. The
+    one place where the two vocabularies meet: no claim writes this map by hand.
+    """
+    if holds_when not in ("SUPPORTED", "FALSIFIED"):
+        raise ValueError(f"holds_when must be 'SUPPORTED' or 'FALSIFIED'; got {holds_when!r}")
+    if outcome == "INCONCLUSIVE":
+        return Outcome.INCONCLUSIVE
+    if outcome not in ("SUPPORTED", "FALSIFIED"):
+        raise ValueError(f"unknown statistical outcome {outcome!r}")
+    return Outcome.CONFIRMED if outcome == holds_when else Outcome.REFUTED
 
 
 @dataclass(frozen=True)
 class Verdict:
-    """The decision on a reviewer's claim, with everything behind it."""
+    """The decision on a reviewer's claim, with everything behind it.
+
+    ``premise``: the paper's own effect, measured first (None for claims that are
+    mathematics). ``looks``: the sequential looks taken (n, verdict, alpha share), empty
+    for a fixed-seed run. ``stability``: leave-one-seed-out agreement and the flip
+    distance of the decisive parts (filled by the runner).
+    """
 
     claim_id: str
     verdict: Outcome
@@ -130,6 +236,15 @@ class Verdict:
     parts: tuple[Part, ...] = ()
     estimates: tuple[Estimate, ...] = ()
     needs: str = ""
+    premise: Premise | None = None
+    looks: tuple[Mapping, ...] = ()
+    stability: Mapping | None = None
+
+    @property
+    def fragile(self) -> bool:
+        if self.stability is not None and self.stability.get("fragile"):
+            return True
+        return False
 
     def part(self, part_id: str) -> Part:
         for p in self.parts:
@@ -151,26 +266,73 @@ class Rule:
     """A decision rule for one part of a claim, fixed in code before the run.
 
     ``decide`` takes the evidence (whatever the claim's analysis passes, usually a mapping
-    of estimates or per-seed arrays) and returns ``(outcome, reason, needs)``; ``text`` is
-    printed in the report verbatim.
+    of estimates or per-seed arrays) and returns ``(outcome, reason, needs)`` or
+    ``(outcome, reason, needs, info)`` with ``info`` a mapping that may hold ``flip``,
+    ``resolution`` and ``unit`` (see :class:`Part`).
+
+    ``text`` is the printed rule. It may hold ``{name}`` fields: call the rule with
+    ``params={...}`` (the very values the decision used: margins, alpha, n) and the
+    printed text is filled from them, so it cannot drift from the rule applied; the
+    claim's static listing shows the fields by name. ``kind`` and ``reachable``: see
+    :data:`KINDS` and :class:`Part`.
     """
 
     part: str
     text: str
-    decide: Callable[..., tuple[Outcome, str, str]] = field(repr=False)
+    decide: Callable[..., tuple] = field(repr=False)
+    kind: str = "experiment"
+    reachable: tuple[str, ...] = ALL_OUTCOMES
 
-    def __call__(self, *args, **kwargs) -> Part:
-        outcome, reason, needs = self.decide(*args, **kwargs)
-        return Part(id=self.part, verdict=Outcome(outcome), rule=self.text, reason=reason,
-                    needs=needs if outcome == Outcome.INCONCLUSIVE else "")
+    def __post_init__(self):
+        if self.kind not in KINDS:
+            raise ValueError(f"rule kind must be one of {KINDS}; got {self.kind!r}")
+        bad = [o for o in self.reachable if o not in ALL_OUTCOMES]
+        if bad or not self.reachable:
+            raise ValueError(f"reachable must name outcomes from {ALL_OUTCOMES}; "
+                             f"got {self.reachable!r}")
+        if self.kind == "measurement" and tuple(self.reachable) != ("INCONCLUSIVE",):
+            raise ValueError("a measurement carries no verdict: reachable must be "
+                             "('INCONCLUSIVE',)")
+
+    def render(self, params: Mapping | None = None) -> str:
+        if not params:
+            return self.text
+        try:
+            return self.text.format(**params)
+        except (KeyError, IndexError, ValueError) as exc:
+            raise ValueError(f"rule {self.part!r}: its text needs a parameter that was not "
+                             f"given ({exc})") from None
+
+    def __call__(self, *args, params: Mapping | None = None, **kwargs) -> Part:
+        got = self.decide(*args, **kwargs)
+        outcome, reason, needs = got[:3]
+        info = dict(got[3]) if len(got) > 3 and got[3] else {}
+        outcome = Outcome(outcome)
+        if outcome.value not in self.reachable:
+            raise RuntimeError(f"rule {self.part!r} returned {outcome.value}, which it does "
+                               f"not declare reachable {self.reachable}")
+        return Part(id=self.part, verdict=outcome, rule=self.render(params), reason=reason,
+                    needs=needs if outcome == Outcome.INCONCLUSIVE else "", kind=self.kind,
+                    reachable=tuple(self.reachable), flip=info.get("flip"),
+                    resolution=info.get("resolution"), unit=info.get("unit", ""))
 
 
 @dataclass(frozen=True)
 class Combination:
-    """How a claim's verdict follows from its parts' verdicts (text printed in reports)."""
+    """How a claim's verdict follows from its parts' verdicts (text printed in reports).
+
+    ``parts``: the ids of the parts that enter the verdict (None: every part). The
+    sequential runner stops at the first look where all of them are decided.
+    """
 
     text: str
     combine: Callable[[Sequence[Part]], Outcome] = field(repr=False)
+    parts: tuple[str, ...] | None = None
+
+    def entering(self, parts: Sequence[Part]) -> list[Part]:
+        if self.parts is None:
+            return [p for p in parts if p.kind != "measurement"]
+        return [p for p in parts if p.id in self.parts]
 
     def __call__(self, parts: Sequence[Part]) -> Outcome:
         return Outcome(self.combine(parts))
@@ -211,7 +373,8 @@ def all_of(part_ids: Sequence[str], note: str = "") -> Combination:
     names = ", ".join(f"`{i}`" for i in part_ids)
     text = (f"The claim is CONFIRMED when every one of {names} is CONFIRMED, REFUTED when "
             f"any of them is REFUTED, and INCONCLUSIVE otherwise")
-    return Combination(text + (f"; {note}" if note else "."), _over(tuple(part_ids), _all_of))
+    return Combination(text + (f"; {note}" if note else "."), _over(tuple(part_ids), _all_of),
+                       tuple(part_ids))
 
 
 def any_of(part_ids: Sequence[str], note: str = "") -> Combination:
@@ -219,7 +382,8 @@ def any_of(part_ids: Sequence[str], note: str = "") -> Combination:
     names = ", ".join(f"`{i}`" for i in part_ids)
     text = (f"The claim is CONFIRMED when any of {names} is CONFIRMED, REFUTED when all of "
             f"them are REFUTED, and INCONCLUSIVE otherwise")
-    return Combination(text + (f"; {note}" if note else "."), _over(tuple(part_ids), _any_of))
+    return Combination(text + (f"; {note}" if note else "."), _over(tuple(part_ids), _any_of),
+                       tuple(part_ids))
 
 
 ALL_PARTS = Combination(
@@ -240,11 +404,11 @@ def primary(part_id: str, why: str = "") -> Combination:
 
     text = f"The claim's verdict is the verdict of its load-bearing part `{part_id}`"
     text += f" ({why})." if why else "; the other parts are reported beside it."
-    return Combination(text, combine)
+    return Combination(text, combine, (part_id,))
 
 
 def verdict_from_parts(claim_id: str, combination: Combination, parts: Iterable[Part],
-                       estimates: Iterable[Estimate]) -> Verdict:
+                       estimates: Iterable[Estimate], premise: Premise | None = None) -> Verdict:
     parts = tuple(parts)
     outcome = combination(parts)
     reason = "; ".join(f"{p.id}: {p.verdict.value}" for p in parts)
@@ -252,4 +416,4 @@ def verdict_from_parts(claim_id: str, combination: Combination, parts: Iterable[
                       if p.verdict == Outcome.INCONCLUSIVE and p.needs)
     return Verdict(claim_id=claim_id, verdict=outcome, rule=combination.text, reason=reason,
                    parts=parts, estimates=tuple(estimates),
-                   needs=needs if outcome == Outcome.INCONCLUSIVE else "")
+                   needs=needs if outcome == Outcome.INCONCLUSIVE else "", premise=premise)

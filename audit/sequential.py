@@ -1,0 +1,99 @@
+"""Sequential seeds: looks planned before the run, alpha spent across them.
+
+Running 5 seeds, looking, then running more because the answer was close inflates every
+error rate unless the looks are planned and alpha is spent across them (STATISTICS.md,
+"More seeds without optional-stopping bias"). A :class:`Plan` fixes the seed counts of the
+looks (5, 10, 20, ... up to the cap) before the run and gives each look a share of every
+rule's alpha from a Lan-DeMets spending function of the information fraction t = n / cap:
+
+* ``pocock`` (the default): ``alpha(t) = alpha * ln(1 + (e - 1) t)``, which spends a fair
+  share early, so a large effect is decided at the first look;
+* ``obrien-fleming``: ``alpha(t) = 2 - 2 Phi(z_{1 - alpha/2} / sqrt(t))``, which keeps
+  almost everything for the last look.
+
+Look k runs every rule at ``alpha * (alpha(t_k) - alpha(t_{k-1})) / alpha``: the shares
+add up to 1, so by the union bound the chance that ANY look makes a false decision is at
+most alpha whatever the stopping rule (stop at the first look where every part that
+enters the verdict is decided, or at the cap). This is conservative (it ignores the
+correlation between looks); the calibration matrix (``tests/test_calibration.py``)
+measures how conservative, and that every error rate stays within its level.
+
+Finished units are reused from the cache at each look, so a look costs only its new
+seeds.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from scipy.stats import norm
+
+SPENDING = ("pocock", "obrien-fleming")
+FIRST_LOOK = 5
+DEFAULT_CAP = 20
+
+
+def _spent(t: float, shape: str, alpha: float) -> float:
+    """Fraction of alpha spent by information fraction ``t`` (0 at 0, 1 at 1)."""
+    if t <= 0:
+        return 0.0
+    t = min(1.0, t)
+    if shape == "pocock":
+        return math.log(1.0 + (math.e - 1.0) * t)
+    if shape == "obrien-fleming":
+        z = norm.ppf(1.0 - alpha / 2.0)
+        return float(2.0 - 2.0 * norm.cdf(z / math.sqrt(t))) / alpha
+    raise ValueError(f"unknown spending function {shape!r}; choose one of {', '.join(SPENDING)}")
+
+
+@dataclass(frozen=True)
+class Plan:
+    """Seed counts of the looks and the spending function, fixed before the run."""
+
+    looks: tuple[int, ...]
+    spending: str = "pocock"
+    alpha: float = 0.05  # the nominal level the O'Brien-Fleming shape is computed at
+
+    def __post_init__(self):
+        looks = tuple(int(n) for n in self.looks)
+        if not looks or any(n < 2 for n in looks) or list(looks) != sorted(set(looks)):
+            raise ValueError(f"looks must be increasing seed counts of at least 2; "
+                             f"got {list(self.looks)}")
+        if self.spending not in SPENDING:
+            raise ValueError(f"unknown spending function {self.spending!r}; choose one of "
+                             f"{', '.join(SPENDING)}")
+        object.__setattr__(self, "looks", looks)
+
+    @property
+    def cap(self) -> int:
+        return self.looks[-1]
+
+    def fractions(self) -> tuple[float, ...]:
+        """The share of alpha each look spends (they add up to 1)."""
+        cum = [_spent(n / self.cap, self.spending, self.alpha) for n in self.looks]
+        cum[-1] = 1.0
+        return tuple(c - p for c, p in zip(cum, [0.0] + cum[:-1]))
+
+    def describe(self) -> str:
+        shares = ", ".join(f"n = {n}: {f:.3f}" for n, f in zip(self.looks, self.fractions()))
+        return (f"looks at {', '.join(str(n) for n in self.looks)} seeds (planned before "
+                f"the run), {self.spending} alpha spending (Lan-DeMets shape, spent as "
+                f"shares of every rule's alpha: {shares}); stop at the first look where "
+                f"every part that enters the verdict is decided, else at the cap of "
+                f"{self.cap} seeds")
+
+    def to_dict(self) -> dict:
+        return {"looks": list(self.looks), "spending": self.spending,
+                "fractions": [float(f) for f in self.fractions()]}
+
+
+def plan(cap: int = DEFAULT_CAP, first: int = FIRST_LOOK, spending: str = "pocock") -> Plan:
+    """Looks at ``first``, doubling, up to ``cap`` (always included): 5, 10, 20 for 20."""
+    if cap < 2:
+        raise ValueError(f"the cap must be at least 2 seeds; got {cap}")
+    looks, n = [], min(first, cap)
+    while n < cap:
+        looks.append(n)
+        n *= 2
+    looks.append(cap)
+    return Plan(tuple(looks), spending)
