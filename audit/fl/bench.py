@@ -27,6 +27,19 @@ Returned keys (times from the repeat with the median ratio, see ``run_bench``):
     malloc             "tuned" (``alloc.keep_freed_memory``, which ``run_federated``
                        applies on the CPU), "environment" or "default"
     repeats, threads, device, torch, workload (the settings above)
+With ``against="flower"`` (``audit bench --against flower``; needs the ``flower`` extra),
+the same workload also runs once through Flower's simulation (``audit.fl.flower``:
+``run_simulation``, Ray backend, one CPU per client, Flower's FedAvg sampling and
+messages, ``AuditStrategy("fedavg")`` on the server, each client the engine's own
+sequential local SGD on the engine's minibatch order), after the timed repeats:
+    flower_seconds         wall time of the whole ``run_simulation`` call (Ray start-up,
+                           actors, all rounds, shutdown): what a Flower user waits
+    flower_rounds_seconds  the strategy's rounds inside the ServerApp (no Ray start-up;
+                           the first round still starts the client actors)
+    flower_ratio           flower_seconds / seconds
+    flower_accuracy        global test accuracy of Flower's final model
+    flower_max_abs_diff    max |our final model - Flower's| over all coordinates
+    flower_version, flower_supernodes, flower_client_cpus
 Both paths are warmed up on one round first (lazy imports, allocator), so that the
 timed numbers compare steady-state loops, and run under the same thread count.
 
@@ -134,7 +147,8 @@ def _sync(device: str) -> None:
 
 
 def run_bench(device: str = "cpu", rounds: int | None = None, sequential: bool = False,
-              threads: int | None = None, repeats: int = 3) -> dict:
+              threads: int | None = None, repeats: int = 3,
+              against: str | None = None) -> dict:
     """Time the reference workload (batched engine vs plain loop) in this process.
 
     ``threads``: torch intra-op threads for the measurement (restored afterwards);
@@ -143,14 +157,23 @@ def run_bench(device: str = "cpu", rounds: int | None = None, sequential: bool =
     times are those of the repeat whose ratio is the median, and every sample is listed
     under ``*_samples``. On a CPU shared with other jobs, 1 thread (or
     ``OMP_WAIT_POLICY=PASSIVE``) avoids OpenMP spin-waiting, which otherwise dominates
-    both timings."""
+    both timings. ``against="flower"``: also the workload in Flower's simulation
+    (see the module docstring)."""
     if repeats < 1:
         raise ValueError(f"repeats must be >= 1, not {repeats}")
+    if against not in (None, "flower"):
+        raise ValueError(f"against must be None or 'flower', not {against!r}")
+    if against == "flower":
+        _flower_module()  # fail before the timings when the extra is missing
     before = torch.get_num_threads()
     if threads is not None:
         torch.set_num_threads(threads)
     try:
-        return _bench(device, rounds, sequential, repeats)
+        out = _bench(device, rounds, sequential, repeats)
+        final = out.pop("_final_state")
+        if against == "flower":
+            out.update(_against_flower(device, out, final, rounds))
+        return out
     finally:
         torch.set_num_threads(before)
 
@@ -209,11 +232,44 @@ def _bench(device: str, rounds: int | None, sequential: bool, repeats: int) -> d
             lambda: run_federated(_model, fed, Algorithm(), seq), device)[0]
     out["rounds_per_second"] = rounds / out["seconds"]
     out.update({f"{k}_samples": v for k, v in samples.items()})
+    out["_final_state"] = hist.final_state
     out.update(repeats=repeats, batched_path=batched_path(_model(), cfg),
                threads=torch.get_num_threads(), device=device, torch=torch.__version__,
                omp_wait_policy=os.environ.get("OMP_WAIT_POLICY"), malloc=malloc_setting(),
                machine=platform.machine(), workload={**WORKLOAD, "rounds": rounds})
     return out
+
+
+def _flower_module():
+    import importlib
+
+    try:
+        flower = importlib.import_module("audit.fl.flower")
+    except ImportError as exc:
+        from audit.errors import AuditError
+
+        raise AuditError(f"--against flower needs the flower extra (pip install -e "
+                         f"'.[flower]'): {exc}") from None
+    return flower
+
+
+def _against_flower(device: str, ours: dict, mine: dict, rounds: int | None) -> dict:
+    """The workload once through Flower's simulation; keys ``flower_*``."""
+    import flwr
+
+    flower = _flower_module()
+    rounds = rounds or WORKLOAD["rounds"]
+    cfg = FLConfig(rounds=rounds, clients_per_round=None, local_epochs=WORKLOAD["local_epochs"],
+                   batch_size=WORKLOAD["batch_size"], lr=WORKLOAD["lr"], seed=WORKLOAD["seed"],
+                   device=device, fast=False)
+    res = flower.simulate(flower.AuditStrategy("fedavg"), _model, reference_workload, cfg,
+                          num_supernodes=WORKLOAD["n_clients"], num_cpus=1.0)
+    diff = max(float((mine[k].cpu().double() - res.final_state[k].double()).abs().max())
+               for k in mine)
+    return {"flower_seconds": res.seconds, "flower_rounds_seconds": res.rounds_seconds,
+            "flower_ratio": res.seconds / ours["seconds"], "flower_accuracy": res.accuracy,
+            "flower_max_abs_diff": diff, "flower_version": flwr.__version__,
+            "flower_supernodes": WORKLOAD["n_clients"], "flower_client_cpus": 1.0}
 
 
 if __name__ == "__main__":  # python -m audit.fl.bench
