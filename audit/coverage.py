@@ -270,6 +270,14 @@ def review(paths: list[Path], out: Path, registry: Mapping | None = None
                                          problems=[f"bad JSON: {exc.msg} at line "
                                                    f"{exc.lineno} column {exc.colno}"]))
             continue
+        except RecursionError:
+            result.append(RecordCoverage(str(f), None, None,
+                                         problems=["nested too deeply to be a review record"]))
+            continue
+        except OSError as exc:
+            result.append(RecordCoverage(str(f), None, None,
+                                         problems=[f"cannot be read ({exc.strerror or exc})"]))
+            continue
         problems = validate(record)
         if problems:
             arxiv = record.get("arxiv_id") if isinstance(record, Mapping) else None
@@ -364,18 +372,24 @@ def render_markdown(coverages: list[RecordCoverage], out: Path | None = None) ->
 
 
 def run_review(paths: list[Path], as_json: bool, markdown: bool, out: Path) -> int:
-    """The ``audit review`` command: print coverage; exit 1 if any record was bad."""
-    registry = claims_mod.registry()
-    if markdown:
-        from audit import report
+    """The ``audit review`` command: print coverage; exit 1 if any record was bad.
 
-        report.check_writable(out)
+    With ``markdown``, every record is read and checked before anything is written: a bad
+    record leaves ``coverage.md`` as it was and is one line, exit 2."""
+    from audit import report, safeio
+
+    registry = claims_mod.registry()
     coverages = review(paths, out, registry)
-    bad = False
+    bad = [c for c in coverages if c.problems]
+    if markdown and bad:
+        raise AuditError(
+            f"{len(bad)} review record(s) invalid, {str(out / 'coverage.md')!r} left as it "
+            "was: " + "; ".join(f"{c.source}: {', '.join(c.problems)}" for c in bad))
+    if markdown:
+        report.check_writable(out)
+    for cov in bad:  # one line per record, its problems together
+        print(f"audit review: {cov.source}: {'; '.join(cov.problems)}", file=sys.stderr)
     for cov in coverages:
-        for p in cov.problems:
-            print(f"audit review: {cov.source}: {p}", file=sys.stderr)
-            bad = True
         for d in cov.dangling:
             print(f"audit review: warning: {cov.source}: {d}", file=sys.stderr)
     if as_json:
@@ -383,11 +397,8 @@ def run_review(paths: list[Path], as_json: bool, markdown: bool, out: Path) -> i
     else:
         print(render_text(coverages), end="")
     if markdown:
-        from audit import report
-
-        out.mkdir(parents=True, exist_ok=True)
         path = out / "coverage.md"
-        path.write_text(render_markdown(coverages, out))
+        safeio.atomic_write(safeio.inside(out, path), render_markdown(coverages, out))
         report.write_index(out, registry)
         if not as_json:
             print(f"wrote {path}")

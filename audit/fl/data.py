@@ -24,7 +24,16 @@ Datasets (all return :class:`Dataset`, tensors on the CPU):
 - ``load_dataset(name, data_dir=None, seed=0, **kw)``: dispatcher; paper-scale sets
   read ``data_dir`` or the ``AUDIT_DATA`` environment variable.
 - ``DatasetNotFound``: the one error for a missing path or a wrong layout; its
-  message names the expected layout.
+  message names the expected layout. ``DatasetInvalid`` (a subclass): a file is there
+  but its content is not what the format holds; one line naming the file.
+- ``data_fingerprint(config, data_dir)``, ``dataset_fingerprint(name, root)``,
+  ``dataset_files(name, root)``: the identity of the data a run reads (sha256 over
+  relative path, size and content of each file), for the run cache and checkpoint keys.
+
+Reading is safe on files from anywhere: CIFAR pickles go through a restricted unpickler
+that builds only dicts, lists, bytes, numbers and numpy arrays (any other global, such
+as ``os.system``, is refused before it is called); every loader checks shapes, label
+counts and label ranges (and image sizes, text length) before use.
 
 Language-model datasets hold token ids: ``x`` is ``N x T`` (int64) and ``y`` is the
 next-token sequence ``N x T``; ``num_classes`` is the vocabulary size.
@@ -55,6 +64,7 @@ Federated container:
 
 from __future__ import annotations
 
+import hashlib
 import os
 import pickle
 import sys
@@ -71,6 +81,7 @@ from audit.errors import AuditError
 __all__ = [
     "ClientData",
     "Dataset",
+    "DatasetInvalid",
     "DatasetNotFound",
     "FederatedData",
     "contiguous_partition",
@@ -85,6 +96,9 @@ __all__ = [
     "load_stdlib_chars",
     "load_svhn",
     "load_tiny_imagenet",
+    "data_fingerprint",
+    "dataset_files",
+    "dataset_fingerprint",
     "make_federated",
     "resolve_data_dir",
     "shard_partition",
@@ -98,6 +112,12 @@ class DatasetNotFound(AuditError):
 
     An :class:`~audit.errors.AuditError`: wherever a run meets it, the CLI prints its
     message (which names the layout expected) as one line."""
+
+
+class DatasetInvalid(DatasetNotFound):
+    """A dataset file is there but its content is not what the format holds (a shape, a
+    label count, a label out of range, a global a pickle may not name). One line that
+    names the file; a :class:`DatasetNotFound`, so callers that catch that catch this."""
 
 
 @dataclass(frozen=True, eq=False)
@@ -383,24 +403,123 @@ def _require(paths: Sequence[Path], name: str) -> None:
                               f"{_LAYOUTS[name]}")
 
 
+def _one_line(text: object) -> str:
+    return " ".join(str(text).split())
+
+
+def _invalid(name: str, path: Path, what: str) -> "DatasetInvalid":
+    return DatasetInvalid(f"{name}: {path}: {_one_line(what)}; expected layout: "
+                          f"{_LAYOUTS[name]}")
+
+
+def _numpy_globals() -> dict[tuple[str, str], object]:
+    """The only globals a dataset pickle may name: numpy's array, dtype and scalar
+    reconstruction (under numpy 1's and numpy 2's module names) and ``_codecs.encode``
+    (how a protocol-2 pickle written by Python 3 spells ``bytes``)."""
+    import _codecs
+
+    try:
+        from numpy._core import multiarray as ma, numeric as nu
+    except ImportError:  # numpy < 2
+        from numpy.core import multiarray as ma, numeric as nu  # type: ignore[no-redef]
+    table: dict[tuple[str, str], object] = {("_codecs", "encode"): _codecs.encode,
+                                            ("numpy", "ndarray"): np.ndarray,
+                                            ("numpy", "dtype"): np.dtype}
+    for prefix in ("numpy.core", "numpy._core"):
+        table[(f"{prefix}.multiarray", "_reconstruct")] = ma._reconstruct
+        table[(f"{prefix}.multiarray", "scalar")] = ma.scalar
+        if hasattr(nu, "_frombuffer"):
+            table[(f"{prefix}.numeric", "_frombuffer")] = nu._frombuffer
+    return table
+
+
+class _DataUnpickler(pickle.Unpickler):
+    """Unpickles plain containers and numpy arrays only: any other global (``os.system``,
+    ``builtins.eval``, a class with a ``__reduce__``) is refused before it is called, so
+    reading a dataset file never runs code from it."""
+
+    allowed = None  # filled on first use
+
+    def find_class(self, module: str, name: str):
+        if _DataUnpickler.allowed is None:
+            _DataUnpickler.allowed = _numpy_globals()
+        try:
+            return _DataUnpickler.allowed[(module, name)]
+        except KeyError:
+            raise pickle.UnpicklingError(
+                f"refused to load {module}.{name}: a dataset pickle may hold only "
+                f"lists, dicts, bytes, numbers and numpy arrays") from None
+
+
 def _unpickle(path: Path, name: str) -> dict:
+    """A dataset pickle read with :class:`_DataUnpickler` (nothing in it is executed)."""
     try:
         with open(path, "rb") as f:
-            return pickle.load(f, encoding="bytes")
-    except Exception as e:  # corrupt or wrong file: same single error type
-        raise DatasetNotFound(f"{name}: cannot read {path} ({e}); expected layout: "
-                              f"{_LAYOUTS[name]}") from e
+            out = _DataUnpickler(f, encoding="bytes").load()
+    except Exception as e:  # corrupt, wrong or hostile file: same single error type
+        raise DatasetNotFound(f"{name}: cannot read {path} ({_one_line(e)}); expected "
+                              f"layout: {_LAYOUTS[name]}") from None
+    if not isinstance(out, dict):
+        raise _invalid(name, path, f"holds a {type(out).__name__}, not a dict")
+    return out
 
 
-def _cifar_arrays(files: Sequence[Path], label_key: bytes, name: str):
+def _check_labels(labels, n: int, num_classes: int, name: str, path: Path,
+                  low: int = 0) -> np.ndarray:
+    """Labels as int64, checked: one per sample, whole numbers in [low, num_classes)."""
+    try:
+        y = np.asarray(labels)
+    except Exception as e:  # ragged lists and the like
+        raise _invalid(name, path, f"labels are not an array ({e})") from None
+    if y.ndim == 2 and 1 in y.shape:
+        y = y.reshape(-1)
+    if y.ndim != 1 or not (np.issubdtype(y.dtype, np.integer) or y.dtype == np.bool_
+                           or (np.issubdtype(y.dtype, np.floating)
+                               and bool(np.all(np.isfinite(y)))
+                               and bool(np.all(y == np.round(y))))):
+        raise _invalid(name, path, f"labels must be whole numbers in one column, got "
+                                   f"{y.dtype} of shape {y.shape}")
+    if len(y) != n:
+        raise _invalid(name, path, f"{len(y)} labels for {n} samples")
+    y = y.astype(np.int64)
+    if n and (y.min() < low or y.max() >= num_classes):
+        raise _invalid(name, path, f"labels range over [{y.min()}, {y.max()}], outside "
+                                   f"[{low}, {num_classes - 1}]")
+    return y
+
+
+def _check_pixels(x, name: str, path: Path) -> np.ndarray:
+    """Pixel values as uint8, checked to be whole numbers in [0, 255]."""
+    x = np.asarray(x)
+    if x.dtype == np.uint8:
+        return x
+    if not (np.issubdtype(x.dtype, np.integer) or np.issubdtype(x.dtype, np.floating)):
+        raise _invalid(name, path, f"pixels must be numbers, got {x.dtype}")
+    if x.size and (not np.all(np.isfinite(x)) or x.min() < 0 or x.max() > 255
+                   or not np.all(x == np.round(x))):
+        raise _invalid(name, path, "pixels must be whole numbers in [0, 255]")
+    return x.astype(np.uint8)
+
+
+def _cifar_arrays(files: Sequence[Path], label_key: bytes, num_classes: int, name: str):
     xs, ys = [], []
     for p in files:
         d = _unpickle(p, name)
         if b"data" not in d or label_key not in d:
             raise DatasetNotFound(f"{name}: {p} lacks b'data' or {label_key!r}; expected "
                                   f"layout: {_LAYOUTS[name]}")
-        xs.append(np.asarray(d[b"data"], dtype=np.uint8).reshape(-1, 3, 32, 32))
-        ys.append(np.asarray(d[label_key], dtype=np.int64))
+        try:
+            x = np.asarray(d[b"data"])
+        except Exception as e:  # a ragged list
+            raise _invalid(name, p, f"b'data' is not an array ({e})") from None
+        if x.ndim < 1 or len(x) == 0 \
+                or x.size != len(x) * 3072:
+            shape = getattr(x, "shape", type(x).__name__)
+            raise _invalid(name, p, f"b'data' must be an N x 3072 array (N >= 1), got "
+                                    f"{shape}")
+        x = _check_pixels(x, name, p).reshape(-1, 3, 32, 32)
+        xs.append(x)
+        ys.append(_check_labels(d[label_key], len(x), num_classes, name, p))
     x = torch.from_numpy(np.concatenate(xs).astype(np.float32) / 255.0)
     return x, torch.from_numpy(np.concatenate(ys))
 
@@ -410,8 +529,8 @@ def _cifar(root, folder, train_files, test_files, label_key, num_classes, name) 
     tr = [base / f for f in train_files]
     te = [base / f for f in test_files]
     _require(tr + te, name)
-    x_tr, y_tr = _cifar_arrays(tr, label_key, name)
-    x_te, y_te = _cifar_arrays(te, label_key, name)
+    x_tr, y_tr = _cifar_arrays(tr, label_key, num_classes, name)
+    x_te, y_te = _cifar_arrays(te, label_key, num_classes, name)
     return Dataset(x_tr, y_tr, x_te, y_te, num_classes, name)
 
 
@@ -436,23 +555,40 @@ def load_svhn(root: str | os.PathLike | None = None) -> Dataset:
     _require(files, "svhn")
     out = []
     for p in files:
-        try:
+        try:  # MATLAB v5 files: loadmat builds arrays, it runs nothing from the file
             m = scipy.io.loadmat(str(p))
             x, y = m["X"], m["y"]
         except Exception as e:
-            raise DatasetNotFound(f"svhn: cannot read {p} ({e}); expected layout: "
-                                  f"{_LAYOUTS['svhn']}") from e
+            raise DatasetNotFound(f"svhn: cannot read {p} ({_one_line(e)}); expected "
+                                  f"layout: {_LAYOUTS['svhn']}") from None
+        x = np.asarray(x)
+        if x.ndim != 4 or x.shape[:3] != (32, 32, 3) or x.shape[3] == 0:
+            raise _invalid("svhn", p, f"X must be 32 x 32 x 3 x N (N >= 1), got {x.shape}")
+        x = _check_pixels(x, "svhn", p)
+        y = _check_labels(y, x.shape[3], 11, "svhn", p) % 10  # 10 (or 0) is digit 0
         x = torch.from_numpy(np.transpose(x, (3, 2, 0, 1)).astype(np.float32) / 255.0)
-        y = np.asarray(y, dtype=np.int64).reshape(-1) % 10
         out += [x, torch.from_numpy(y)]
     return Dataset(out[0], out[1], out[2], out[3], 10, "svhn")
 
 
-def _read_image(path: Path) -> np.ndarray:
+def _read_image(path: Path, name: str = "tinyimagenet", size: int = 64) -> np.ndarray:
+    """One RGB image of ``size`` x ``size`` pixels; anything else is one error line."""
     from PIL import Image
 
-    with Image.open(path) as im:
-        return np.asarray(im.convert("RGB"), dtype=np.uint8)
+    try:
+        with Image.open(path) as im:
+            if im.size != (size, size):
+                raise ValueError(f"image is {im.size[0]} x {im.size[1]}, not {size} x {size}")
+            return np.asarray(im.convert("RGB"), dtype=np.uint8)
+    except Exception as e:  # missing, not an image, wrong size, decompression bomb
+        raise _invalid(name, path, f"cannot read image ({e})") from None
+
+
+def _read_text(path: Path, name: str) -> str:
+    try:
+        return path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as e:
+        raise _invalid(name, path, f"cannot read text ({e})") from None
 
 
 def load_tiny_imagenet(root: str | os.PathLike | None = None) -> Dataset:
@@ -461,7 +597,13 @@ def load_tiny_imagenet(root: str | os.PathLike | None = None) -> Dataset:
     base = resolve_data_dir(root, name) / "tiny-imagenet-200"
     ann = base / "val" / "val_annotations.txt"
     _require([base / "wnids.txt", base / "train", base / "val" / "images", ann], name)
-    wnids = [w.strip() for w in (base / "wnids.txt").read_text().split() if w.strip()]
+    wnids = [w.strip() for w in _read_text(base / "wnids.txt", name).split() if w.strip()]
+    if any(w in (".", "..") or "/" in w or "\\" in w for w in wnids):
+        raise _invalid(name, base / "wnids.txt", "class ids must be plain names")
+    if not wnids or len(set(wnids)) != len(wnids):
+        raise _invalid(name, base / "wnids.txt", f"needs distinct class ids, one a line; "
+                                                 f"got {len(wnids)} ids, "
+                                                 f"{len(set(wnids))} distinct")
     index = {w: i for i, w in enumerate(wnids)}
     xs, ys = [], []
     for w in wnids:
@@ -472,12 +614,19 @@ def load_tiny_imagenet(root: str | os.PathLike | None = None) -> Dataset:
         xs += [_read_image(f) for f in files]
         ys += [index[w]] * len(files)
     xv, yv = [], []
-    for line in sorted(ann.read_text().splitlines()):
+    for line in sorted(_read_text(ann, name).splitlines()):
         parts = line.split("\t")
         if len(parts) < 2:
             continue
+        if parts[1] not in index:
+            raise _invalid(name, ann, f"class {parts[1]!r} of {parts[0]!r} is not in "
+                                      f"wnids.txt")
+        if parts[0] in ("", ".", "..") or "/" in parts[0] or "\\" in parts[0]:
+            raise _invalid(name, ann, f"image name {parts[0]!r} is not a file name")
         xv.append(_read_image(base / "val" / "images" / parts[0]))
         yv.append(index[parts[1]])
+    if not xv:
+        raise _invalid(name, ann, "lists no validation image")
 
     def to_t(a):
         return torch.from_numpy(np.stack(a).transpose(0, 3, 1, 2).astype(np.float32) / 255.0)
@@ -542,7 +691,12 @@ def load_ptb(root: str | os.PathLike | None = None, seq_len: int = 35,
     _require(list(files.values()), name)
 
     def words(p: Path) -> list[str]:
-        return [w for line in p.read_text().splitlines() for w in line.split() + ["<eos>"]]
+        out = [w for line in _read_text(p, name).splitlines()
+               for w in line.split() + ["<eos>"]]
+        if len(out) <= seq_len:
+            raise _invalid(name, p, f"{len(out)} tokens, fewer than one window of "
+                                    f"{seq_len} + 1")
+        return out
 
     train_words = words(files["train"])
     vocab = sorted(set(train_words))
@@ -559,6 +713,98 @@ def load_ptb(root: str | os.PathLike | None = None, seq_len: int = 35,
     x_tr, y_tr = _windows(encode(train_words), seq_len)
     x_te, y_te = _windows(encode(words(files[split_for_test])), seq_len)
     return Dataset(x_tr, y_tr, x_te, y_te, len(vocab), "ptb")
+
+
+# ----------------------------------------------------------------------------- identity
+
+_PAPER_SCALE = ("cifar10", "cifar100", "svhn", "tinyimagenet", "ptb")
+_FILE_DIGESTS: dict[tuple, str] = {}  # (path, size, mtime_ns, inode, device) -> sha256
+
+
+def _dataset_key(name: str) -> str:
+    return name.lower().replace("_", "").replace("-", "")
+
+
+def dataset_files(name: str, root: str | os.PathLike) -> list[Path]:
+    """The files ``load_dataset(name, root)`` reads, as paths under ``root`` (some may be
+    missing). TinyImageNet: every file under ``tiny-imagenet-200/`` (a superset of those
+    read). Sets read from no directory (digits, synthetic, stdlib-chars): none."""
+    key, root = _dataset_key(name), Path(root)
+    if key == "cifar10":
+        base = root / "cifar-10-batches-py"
+        return [base / f"data_batch_{i}" for i in range(1, 6)] + [base / "test_batch"]
+    if key == "cifar100":
+        return [root / "cifar-100-python" / "train", root / "cifar-100-python" / "test"]
+    if key == "svhn":
+        return [root / "train_32x32.mat", root / "test_32x32.mat"]
+    if key == "tinyimagenet":
+        base = root / "tiny-imagenet-200"
+        return sorted(p for p in base.rglob("*") if p.is_file()) if base.is_dir() else \
+            [base / "wnids.txt"]
+    if key == "ptb":
+        return [root / f"ptb.{s}.txt" for s in ("train", "valid", "test")]
+    return []
+
+
+def _file_digest(path: Path) -> str:
+    """sha256 of a file's content, memoised per (path, size, mtime_ns, inode, device) so
+    that a process hashes each file once while it is unchanged."""
+    st = path.stat()
+    memo = (str(path.resolve()), st.st_size, st.st_mtime_ns, st.st_ino, st.st_dev)
+    if memo not in _FILE_DIGESTS:
+        h = hashlib.sha256()
+        with open(path, "rb") as f:
+            for block in iter(lambda: f.read(1 << 20), b""):
+                h.update(block)
+        _FILE_DIGESTS[memo] = h.hexdigest()
+    return _FILE_DIGESTS[memo]
+
+
+def dataset_fingerprint(name: str, root: str | os.PathLike) -> str:
+    """A hash over (relative path, size, sha256 of the content) of every file
+    :func:`dataset_files` lists; a missing or unreadable file enters as such (the run
+    that reads it fails anyway). Two copies with the same bytes share a fingerprint,
+    wherever they lie; any changed byte changes it."""
+    root = Path(root)
+    h = hashlib.sha256(_dataset_key(name).encode())
+    for path in dataset_files(name, root):
+        rel = path.relative_to(root).as_posix()
+        try:
+            entry = f"{rel}\0{path.stat().st_size}\0{_file_digest(path)}"
+        except OSError as e:
+            entry = f"{rel}\0unreadable\0{type(e).__name__}"
+        h.update(entry.encode("utf-8", "surrogateescape") + b"\n")
+    return "sha256:" + h.hexdigest()[:32]
+
+
+def _named_datasets(config) -> set[str]:
+    """Every value of a ``dataset`` / ``datasets`` key anywhere in a (nested) config."""
+    found: set[str] = set()
+    stack = [config]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, dict):
+            for k, v in node.items():
+                if k in ("dataset", "datasets"):
+                    found.update([v] if isinstance(v, str) else
+                                 [x for x in v if isinstance(x, str)]
+                                 if isinstance(v, (list, tuple)) else [])
+                stack.append(v)
+        elif isinstance(node, (list, tuple)):
+            stack.extend(node)
+    return found
+
+
+def data_fingerprint(config, data_dir: str | os.PathLike | None) -> dict[str, str]:
+    """The identity of the data a run with ``config`` reads: for each paper-scale data set
+    the config names (``dataset`` keys at any depth), its :func:`dataset_fingerprint`
+    under ``data_dir`` (or ``$AUDIT_DATA``). Empty when the config reads no directory
+    (digits, synthetic, stdlib-chars) or none is given, so such keys stay as they were."""
+    root = data_dir if data_dir is not None else os.environ.get("AUDIT_DATA")
+    if root is None or not Path(root).is_dir():
+        return {}
+    names = sorted({_dataset_key(n) for n in _named_datasets(config)} & set(_PAPER_SCALE))
+    return {n: dataset_fingerprint(n, root) for n in names}
 
 
 def load_dataset(name: str, data_dir: str | os.PathLike | None = None, seed: int = 0,
