@@ -386,8 +386,12 @@ def read_locks(path: Path | None = None) -> dict:
 
 
 def write_lock(claim_id: str, scale: str, verdict: Outcome, parts: Sequence[Part],
-               seeds: Sequence[int] = (), path: Path | None = None) -> None:
-    """Record a lock; the file is replaced atomically (never left half written)."""
+               seeds: Sequence[int] = (), path: Path | None = None,
+               plan: Mapping | None = None) -> None:
+    """Record a lock; the file is replaced atomically (never left half written).
+
+    ``plan``: the sequential stopping rule (``audit.sequential.Plan.to_dict()``) when the
+    verdict came from ``--until-decided``; ``seeds`` are then the seeds it stopped at."""
     from audit.safeio import atomic_write
 
     path = path or locks_path()
@@ -395,6 +399,9 @@ def write_lock(claim_id: str, scale: str, verdict: Outcome, parts: Sequence[Part
     locks.setdefault(claim_id, {})[scale] = {
         "verdict": verdict.value, "parts": {p.id: p.verdict.value for p in parts},
         "seeds": [int(s) for s in seeds]}
+    if plan:
+        locks[claim_id][scale]["plan"] = {"looks": [int(n) for n in plan["looks"]],
+                                          "spending": str(plan["spending"])}
     atomic_write(path, json.dumps(locks, indent=2, sort_keys=True) + "\n")
 
 

@@ -5,7 +5,7 @@
               [--data-dir PATH] [--out DIR] [--no-cache] [--backend local|ray]
     audit report [--out DIR]
     audit verify [--scale S] [ID...]
-    audit bench [--device D]
+    audit bench [--device D] [--against flower]
     audit estimate ID... [--scale S] [--device D] [--data-dir PATH] [--rounds 1,2]
               [--arms a,b]   (time a few rounds, extrapolate the whole claim)
     audit review PATH... [--json] [--markdown]
@@ -55,8 +55,17 @@ def _override(text: str) -> tuple[str, object]:
         return key, value  # a bare string
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse, with a bad argument reported as one line (no usage block), exit 2."""
+
+    def error(self, message: str):
+        print(f"{self.prog}: error: {' '.join(message.split())} (see `{self.prog} --help`)",
+              file=sys.stderr)
+        raise SystemExit(2)
+
+
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="audit", description=__doc__.split("\n")[0])
+    p = _Parser(prog="audit", description=__doc__.split("\n")[0])
     sub = p.add_subparsers(dest="command", required=True)
 
     ls = sub.add_parser("list", help="list the claims, their papers and locked verdicts")
@@ -83,6 +92,14 @@ def _parser() -> argparse.ArgumentParser:
                         help="override one config value of the scale (JSON value), "
                              "e.g. --set rounds=2; repeatable")
         sp.add_argument("--quiet", action="store_true", help="no progress bars")
+        sp.add_argument("--until-decided", action="store_true",
+                        help="add seeds in looks planned before the run (5, 10, 20, ... up "
+                             "to --max-seeds) with alpha spent across them; stop at the "
+                             "first look where every part entering the verdict is decided")
+        sp.add_argument("--max-seeds", type=_positive_int, default=None,
+                        help="the cap of --until-decided (default 20)")
+        sp.add_argument("--spending", default="pocock", choices=("pocock", "obrien-fleming"),
+                        help="alpha-spending shape of --until-decided (default pocock)")
 
     run_options(sub.add_parser("run", help="run claims and write their reports"))
     vf = sub.add_parser("verify", help="run claims; exit 1 if a verdict differs from its lock")
@@ -95,6 +112,9 @@ def _parser() -> argparse.ArgumentParser:
     bn.add_argument("--device", default="cpu")
     bn.add_argument("--repeats", type=_positive_int, default=3,
                     help="timed repeats; the one with the median ratio is reported (default 3)")
+    bn.add_argument("--against", choices=["flower"], default=None,
+                    help="also run the workload once in Flower's simulation and report it "
+                    "beside ours (needs the flower extra)")
 
     es = sub.add_parser("estimate", help="time a few rounds of a claim's units here and "
                         "extrapolate its whole run at a scale")
@@ -168,11 +188,22 @@ def _contexts(args, selected):
     return out
 
 
-def _execute_all(args, write_reports: bool):
+def _execute_all(args, write_reports: bool, unlocked: list | None = None):
+    """Run the selected claims. Given a list ``unlocked`` (verify), a claim with no lock
+    at its scale is not run: its id is appended there instead."""
     from audit import report
 
     selected = _select(args)
+    claims_mod.read_locks()  # a malformed lock file is found now, not after the run
     contexts = _contexts(args, selected)  # every input checked before anything runs
+    if unlocked is not None:
+        keep = []
+        for claim, ctx in contexts:
+            if ctx is not None and ctx.scale not in claim.locks():
+                unlocked.append(claim.id)
+            else:
+                keep.append((claim, ctx))
+        contexts = keep
     if write_reports:
         report.check_writable(args.out)
     cache = Cache(args.cache_dir or Cache.default_root(), enabled=not args.no_cache)
@@ -186,7 +217,19 @@ def _execute_all(args, write_reports: bool):
         if ctx is None:
             print(f"{claim.id}: pending, its falsifier is not built yet; nothing to run")
             continue
-        res = execute(claim, ctx, cache=cache, progress=not args.quiet, backend=backend)
+        plan = _plan(args, claim)
+        if plan is not None:
+            from audit.runner import execute_sequential
+
+            def say(look, cid=claim.id):
+                print(f"{cid}: look {look['look']} at n = {look['n']} seeds: "
+                      f"{look['verdict']}" + (" (decided)" if look["decided"] else ""),
+                      file=sys.stderr)
+
+            res = execute_sequential(claim, ctx, plan, cache=cache, progress=not args.quiet,
+                                     backend=backend, on_look=say)
+        else:
+            res = execute(claim, ctx, cache=cache, progress=not args.quiet, backend=backend)
         if write_reports:
             report.write(res, args.out)
         results.append(res)
@@ -199,6 +242,32 @@ def _execute_all(args, write_reports: bool):
     return results
 
 
+def _plan(args, claim):
+    """The sequential plan of ``--until-decided`` for a stochastic claim, else None."""
+    if not getattr(args, "until_decided", False):
+        if getattr(args, "max_seeds", None) is not None:
+            raise AuditError("--max-seeds is the cap of --until-decided; give both")
+        return None
+    if not claim.stochastic:
+        return None  # exact claims have no seeds to add
+    if args.seeds is not None or args.seed_list is not None:
+        if args.seed_list is None:
+            raise AuditError("--until-decided chooses the seed counts itself; give "
+                             "--max-seeds N (and optionally --seed-list as the seed pool)")
+    from audit.sequential import DEFAULT_CAP, plan
+
+    cap = args.max_seeds or DEFAULT_CAP
+    from audit.runner import max_seeds
+
+    if cap > max_seeds():
+        raise AuditError(f"--max-seeds {cap} is more than the {max_seeds()} seeds one run may "
+                         f"ask for (set AUDIT_MAX_SEEDS to allow more)")
+    if args.seed_list is not None and len(args.seed_list) < cap:
+        raise AuditError(f"--seed-list gives {len(args.seed_list)} seeds, fewer than the "
+                         f"cap --max-seeds {cap}")
+    return plan(cap, spending=args.spending)
+
+
 def cmd_run(args) -> int:
     _execute_all(args, write_reports=True)
     return 0
@@ -208,7 +277,11 @@ def cmd_verify(args) -> int:
     if not args.ids:
         args.all = True
     write = args.out is not None
-    results = _execute_all(args, write_reports=write)
+    no_lock: list[str] = []
+    results = _execute_all(args, write_reports=write, unlocked=no_lock)
+    for cid in no_lock:  # nothing to verify against: a failure, not a pass
+        print(f"NO LOCK {cid}: no verdict is locked at {args.scale} scale, so there is "
+              f"nothing to verify; not run", file=sys.stderr)
     flips = [r for r in results if r.locked is not None and r.locked != r.verdict.verdict]
     for r in flips:
         print(f"FLIPPED {r.claim.id}: locked {r.locked.value}, now "
@@ -216,7 +289,7 @@ def cmd_verify(args) -> int:
     unlocked = [r.claim.id for r in results if r.locked is None]
     if unlocked:
         print(f"no lock at {args.scale} scale with these seeds for: {', '.join(unlocked)}")
-    return 1 if flips else 0
+    return 1 if flips or no_lock else 0
 
 
 def cmd_report(args) -> int:
@@ -225,12 +298,14 @@ def cmd_report(args) -> int:
     if not args.out.is_dir():
         raise AuditError(f"report directory {str(args.out)!r} does not exist")
     reg = claims_mod.registry()
+    claims_mod.read_locks()  # a bad lock file: one line now, not after half the writes
+    loaded = [(data, str(args.out / f"{cid}.json")) for cid in reg
+              if (data := report.load(args.out, cid)) is not None]  # all read, then written
+    report.check_writable(args.out)
     n = 0
-    for cid in reg:
-        data = report.load(args.out, cid)
-        if data is not None:
-            report.write_data(data, args.out)
-            n += 1
+    for data, source in loaded:
+        report.write_data(data, args.out, source=source)
+        n += 1
     report.write_index(args.out, reg)
     print(f"re-rendered {n} report(s) and {args.out / 'README.md'}")
     return 0
@@ -240,7 +315,7 @@ def cmd_bench(args) -> int:
     from audit.fl.bench import run_bench
 
     check_device(args.device)
-    result = run_bench(device=args.device, repeats=args.repeats)
+    result = run_bench(device=args.device, repeats=args.repeats, against=args.against)
     print(json.dumps(result))
     return 0
 
@@ -298,7 +373,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return COMMANDS[args.command](args)
     except AuditError as exc:
-        print(f"audit: error: {exc}", file=sys.stderr)
+        print(f"audit: error: {' '.join(str(exc).split())}", file=sys.stderr)  # one line
         return 2
     except KeyboardInterrupt:
         print("audit: interrupted; finished runs are in the cache and the next run resumes "

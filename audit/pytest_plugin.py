@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from audit import claims as claims_mod
-from audit.runner import SCALES, Cache, ClaimResult, execute, make_context
+from audit.runner import SCALES, Cache, ClaimResult, execute, execute_sequential, make_context
 
 
 def pytest_addoption(parser):
@@ -30,6 +30,12 @@ def pytest_addoption(parser):
     group.addoption("--audit-report-dir", default=None,
                     help="also write <id>.json/.md reports and the index here")
     group.addoption("--audit-device", default="cpu", help="cpu or cuda")
+    group.addoption("--audit-until-decided", action="store_true", default=False,
+                    help="run every claim sequentially (looks 5, 10, 20 ... up to "
+                         "--audit-max-seeds); a lock recorded with a plan is always "
+                         "reproduced with it")
+    group.addoption("--audit-max-seeds", default=20, type=int,
+                    help="cap of --audit-until-decided (default 20)")
     group.addoption("--audit-cache-dir", default=None,
                     help="run cache (default .audit-cache or $AUDIT_CACHE)")
 
@@ -52,21 +58,42 @@ class AuditSession:
         self.seeds = _parse_seeds(config.getoption("audit_seeds"))
         self.device = config.getoption("audit_device")
         self.update_locks = config.getoption("audit_update_locks")
+        self.until_decided = config.getoption("audit_until_decided")
+        self.max_seeds = int(config.getoption("audit_max_seeds"))
         rd = config.getoption("audit_report_dir")
         self.report_dir = Path(rd) if rd else None
         cd = config.getoption("audit_cache_dir")
         self.cache = Cache(Path(cd) if cd else Cache.default_root())
         self.results: dict[str, ClaimResult] = {}
 
+    def plan_for(self, claim):
+        """The sequential plan to run: ``--audit-until-decided`` (cap 20), else the plan
+        the claim's lock at this scale was recorded with; none when seeds are given."""
+        if not claim.stochastic or self.seeds is not None:
+            return None
+        from audit.sequential import Plan, plan
+
+        if self.until_decided:
+            return plan(self.max_seeds)
+        lock = claim.locks().get(self.scale) or {}
+        if lock.get("plan") and not self.update_locks:
+            return Plan(tuple(lock["plan"]["looks"]), lock["plan"].get("spending", "pocock"))
+        return None
+
     def run(self, claim_id: str) -> ClaimResult:
         if claim_id in self.results:
             return self.results[claim_id]
         claim = claims_mod.get(claim_id)
         ctx = make_context(claim, self.scale, seeds=self.seeds, device=self.device)
-        result = execute(claim, ctx, cache=self.cache, progress=False)
+        plan = self.plan_for(claim)
+        if plan is not None:  # the lock's stopping rule: the same looks are reproduced
+            result = execute_sequential(claim, ctx, plan, cache=self.cache, progress=False)
+        else:
+            result = execute(claim, ctx, cache=self.cache, progress=False)
         if self.update_locks:
-            claims_mod.write_lock(claim.id, ctx.scale, result.verdict.verdict,
-                                  result.verdict.parts, ctx.seeds)
+            claims_mod.write_lock(claim.id, result.ctx.scale, result.verdict.verdict,
+                                  result.verdict.parts, result.ctx.seeds,
+                                  plan=plan.to_dict() if plan is not None else None)
         if self.report_dir is not None:
             from audit import report
 
@@ -85,7 +112,8 @@ def pytest_configure(config):
 
 def pytest_report_header(config):
     s = config.stash[_SESSION_KEY]
-    seeds = "each claim's default (0,1,2,3,4)" if s.seeds is None else s.seeds
+    seeds = ("each claim's default (0,1,2,3,4), or its lock's sequential looks"
+             if s.seeds is None else s.seeds)
     return [f"audit: scale={s.scale} seeds={seeds} device={s.device}"
             + (" (updating locks)" if s.update_locks else "")]
 
@@ -106,6 +134,12 @@ def check_lock(result: ClaimResult) -> None:
     claim, scale, seeds = result.claim, result.ctx.scale, list(result.ctx.seeds)
     lock = claim.lock(scale, seeds)
     recorded = claim.locks().get(scale)
+    if recorded is not None and recorded.get("plan") and result.plan is not None \
+            and lock is None:
+        # a sequential lock: the run must stop at the same look, with the same seeds
+        pytest.fail(f"{claim.id}: the sequential run stopped with seeds {seeds}; the lock "
+                    f"stopped with {recorded.get('seeds')} (looks {recorded['plan']['looks']})",
+                    pytrace=False)
     if lock is None and recorded is not None:
         pytest.skip(f"{claim.id}: the {scale} lock was recorded with seeds "
                     f"{recorded.get('seeds')}; this run used {seeds}, so there is nothing "

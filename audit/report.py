@@ -13,10 +13,12 @@ from __future__ import annotations
 import json
 import math
 import os
+import sys
 import warnings
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
+from audit import safeio
 from audit.claims import AuditError, Claim, PendingClaim
 from audit.runner import ClaimResult, regenerate_command, with_overrides
 
@@ -59,8 +61,15 @@ def to_json(result: ClaimResult) -> dict:
         "environment": dict(result.environment),
         "runtime_s": round(result.runtime_s, 3),
         "runs": {"computed": result.computed, "cached": result.cached},
-        "command": result.command or with_overrides(regenerate_command(ctx),
-                                                    claim.scales[ctx.scale], ctx.config),
+        "command": result.command or with_overrides(
+            regenerate_command(ctx, getattr(result, "plan", None)),
+            claim.scales[ctx.scale], ctx.config),
+        "premise": v.premise.to_dict() if getattr(v, "premise", None) else None,
+        "plan": (result.plan.to_dict() | {"describe": result.plan.describe()}
+                 if getattr(result, "plan", None) is not None else None),
+        "looks": [dict(look) for look in getattr(v, "looks", ())],
+        "stability": dict(v.stability) if getattr(v, "stability", None) else None,
+        "fragile": bool(getattr(v, "fragile", False)),
     }
 
 
@@ -68,6 +77,58 @@ def validate(data: Mapping, source: str = "report") -> None:
     missing = [k for k in REQUIRED_KEYS if k not in data]
     if missing:
         raise AuditError(f"{source} lacks required keys: {', '.join(missing)}")
+    problem = _shape_problem(data)
+    if problem:
+        raise AuditError(f"{source} is malformed: {problem}")
+
+
+_VERDICTS = ("CONFIRMED", "REFUTED", "INCONCLUSIVE")
+
+
+def _shape_problem(data: Mapping) -> str | None:
+    """The first way ``data`` breaks the JSON contract's types, or None."""
+    def is_num(x: Any) -> bool:
+        return isinstance(x, (int, float)) and not isinstance(x, bool)
+
+    def objects(key: str, named: str | None) -> str | None:
+        items = data.get(key, [])
+        if not isinstance(items, list) or not all(isinstance(i, Mapping) for i in items):
+            return f"{key!r} must be a list of objects"
+        if named and not all(isinstance(i.get(named), str) for i in items):
+            return f"each entry of {key!r} needs a string {named!r}"
+        return None
+
+    checks = [
+        (isinstance(data["id"], str), "'id' must be a string"),
+        (isinstance(data["paper"], Mapping), "'paper' must be an object"),
+        (data["verdict"] in _VERDICTS, f"'verdict' must be one of {', '.join(_VERDICTS)}"),
+        (isinstance(data["rule"], str), "'rule' must be a string"),
+        (isinstance(data["scale"], str), "'scale' must be a string"),
+        (isinstance(data["seeds"], list) and all(is_num(s) and float(s).is_integer()
+                                                 for s in data["seeds"]),
+         "'seeds' must be a list of whole numbers"),
+        (isinstance(data["arms"], list) and all(isinstance(a, str) for a in data["arms"]),
+         "'arms' must be a list of strings"),
+        (isinstance(data["environment"], Mapping), "'environment' must be an object"),
+        (is_num(data["runtime_s"]), "'runtime_s' must be a number"),
+    ]
+    for ok, problem in checks:
+        if not ok:
+            return problem
+    for key, named in (("estimates", "name"), ("parts", "id"), ("figures", "name"),
+                       ("tables", "title")):
+        problem = objects(key, named)
+        if problem:
+            return problem
+    if not all(p.get("verdict") in _VERDICTS and isinstance(p.get("rule"), str)
+               for p in data["parts"]):
+        return "each entry of 'parts' needs a verdict (one of " \
+               f"{', '.join(_VERDICTS)}) and a string 'rule'"
+    for f in data.get("figures") or []:
+        if not isinstance(f.get("series"), list) or not all(
+                isinstance(s, Mapping) for s in f["series"]):
+            return f"figure {f['name']!r} needs a list of series objects"
+    return None
 
 
 # ------------------------------------------------------------------------- rendering
@@ -112,6 +173,38 @@ def _estimate_rows(estimates: list[Mapping]) -> list[list]:
     return rows
 
 
+def _kind(p: Mapping) -> str:
+    return p.get("kind", "experiment")
+
+
+def _flip_cell(p: Mapping) -> str:
+    if p.get("flip") is None:
+        return "—"
+    unit = f" {p['unit']}" if p.get("unit") else ""
+    res = p.get("resolution")
+    steps = f" ({p['flip'] / res:.1f} test examples)" if res else ""
+    return f"{_fmt(p['flip'], 3)}{unit}{steps}"
+
+
+def _stability_line(stab: Mapping) -> str:
+    """One line: leave-one-seed-out agreement and the flip distance of the verdict."""
+    bits = []
+    if stab.get("loo_total"):
+        bits.append(f"leave-one-seed-out: {stab['loo_agree']} of {stab['loo_total']} subsets "
+                    f"give the same verdict")
+    if stab.get("flip") is not None:
+        unit = f" {stab['unit']}" if stab.get("unit") else ""
+        res = stab.get("resolution")
+        steps = f", {stab['flip'] / res:.1f} times the metric's resolution {_fmt(res, 3)}" \
+            if res else ""
+        bits.append(f"moving one seed's metric by {_fmt(stab['flip'], 3)}{unit} would flip "
+                    f"the decisive test of `{stab.get('flip_part')}`{steps}")
+    if not bits:
+        return "Stability: not applicable (an exact computation)."
+    label = "fragile" if stab.get("fragile") else "stable"
+    return f"Stability ({label}): " + "; ".join(bits) + "."
+
+
 def render_markdown(data: Mapping, figure_dir: str | None = None) -> str:
     """The markdown report, from the JSON data alone."""
     validate(data)
@@ -120,8 +213,25 @@ def render_markdown(data: Mapping, figure_dir: str | None = None) -> str:
     lines = [f"# {data['id']}: {data.get('title', '')}", ""]
     lock = data.get("locked_verdict")
     lock_txt = f" (locked: {lock})" if lock else " (no lock at this scale and these seeds)"
+    premise = data.get("premise")
+    if premise:
+        est = premise.get("estimate") or {}
+        ci = (f", {_fmt(100 * est['level'], 3)}% CI [{_fmt(est['low'])}, {_fmt(est['high'])}]"
+              if est.get("low") is not None and est.get("level") else "")
+        val = f": {_fmt(est['value'])}{ci}" if est else ""
+        lines += [f"**Premise** (the paper's own effect, measured first): {premise['effect']}"
+                  f"{val} — **{premise['status']}**. {premise.get('reason', '')}", ""]
+    fragile = " — **fragile**" if data.get("fragile") else ""
     lines += [f"**Verdict on the reviewer's claim: {data['verdict']}**{lock_txt} at "
-              f"`{data['scale']}` scale.", ""]
+              f"`{data['scale']}` scale{fragile}.", ""]
+    stab = data.get("stability")
+    if stab:
+        lines += [_stability_line(stab), ""]
+    looks = data.get("looks") or []
+    if looks:
+        last = looks[-1]
+        lines += [f"Sequential seeds: stopped at look {last['look']} of the plan, n = "
+                  f"{last['n']} seeds ({'decided' if last['decided'] else 'the cap'}).", ""]
     lines += [f"Paper: {paper['short']}, arXiv {paper['arxiv_id']}v{paper['version']} "
               f"({paper['title']}). Reviewer's claim (our paraphrase of "
               f"`{data['record']['file']}`, fields "
@@ -131,10 +241,28 @@ def render_markdown(data: Mapping, figure_dir: str | None = None) -> str:
         lines += [f"What would decide it: {data['needs']}", ""]
 
     lines += ["## Verdict by part", ""]
-    lines += [_table(["part", "verdict", "how it decided"],
-                     [[p["id"], f"**{p['verdict']}**", p.get("reason", "")]
+    lines += [_table(["part", "kind", "verdict", "reachable", "flip distance", "how it decided"],
+                     [[p["id"], _kind(p), f"**{p['verdict']}**" + (" (fragile)" if
+                                                                 p.get("fragile") else ""),
+                       ", ".join(p.get("reachable", [])), _flip_cell(p), p.get("reason", "")]
                       for p in data["parts"]]), ""]
+    if any(p.get("kind") == "derivation" for p in data["parts"]):
+        lines += ["A part of kind *derivation* is mathematics (a theorem, an identity, an "
+                  "exact count): its verdict is a proof or an exact computation, not an "
+                  "experiment, and more seeds cannot move it. A *measurement* reports a "
+                  "number for which no threshold independent of the results exists; it "
+                  "carries no verdict.", ""]
     lines += [f"Combination rule: {data['rule']}", ""]
+    if looks:
+        lines += ["## Sequential looks", ""]
+        if data.get("plan"):
+            lines += [f"Plan: {data['plan'].get('describe', '')}.", ""]
+        part_ids = [p["id"] for p in data["parts"]]
+        lines += [_table(["look", "n", "alpha share", "verdict"] + part_ids,
+                         [[lk["look"], lk["n"], _fmt(lk["alpha_fraction"], 3),
+                           lk["verdict"] + (" (stop)" if lk.get("stopped") else "")]
+                          + [lk.get("parts", {}).get(i, "") for i in part_ids]
+                          for lk in looks]), ""]
 
     if data.get("paper_numbers"):
         ours = {e["name"]: e for e in data["estimates"]}
@@ -198,16 +326,32 @@ def render_markdown(data: Mapping, figure_dir: str | None = None) -> str:
 
 
 def render_figures(data: Mapping, out_dir: Path) -> list[Path]:
-    """Draw each figure of the report as ``out_dir/<id>/<name>.png``."""
+    """Draw each figure of the report as ``out_dir/<id>/<name>.png`` (all drawn in memory
+    first, then each file replaced atomically; names checked, nothing outside out_dir)."""
+    drawn = draw_figures(data, out_dir)
+    if drawn:
+        safeio.make_dir(out_dir, Path(out_dir) / data["id"])
+    for path, png in drawn:
+        safeio.atomic_write(path, png)
+    return [path for path, _ in drawn]
+
+
+def draw_figures(data: Mapping, out_dir: Path) -> list[tuple[Path, bytes]]:
+    """Each figure of the report as (its path ``out_dir/<id>/<name>.png``, PNG bytes)."""
     if not data.get("figures"):
         return []
+    import io
+
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig_dir = out_dir / data["id"]
-    fig_dir.mkdir(parents=True, exist_ok=True)
+    source = f"report {data.get('id')!r}"
+    fig_dir = Path(out_dir) / safeio.check_name(data["id"], "id", source)
+    for f in data["figures"]:
+        safeio.check_name(f.get("name") if isinstance(f, Mapping) else f, "figure name",
+                          source)
     paths = []
     for f in data["figures"]:
         fig, ax = plt.subplots(figsize=(6.4, 4.0), dpi=100)
@@ -237,15 +381,18 @@ def render_figures(data: Mapping, out_dir: Path) -> list[Path]:
         with warnings.catch_warnings():  # long titles: a cramped layout is not an error
             warnings.simplefilter("ignore", UserWarning)
             fig.tight_layout()
-        path = fig_dir / f"{f['name']}.png"
-        fig.savefig(path, metadata={"Software": None})
+        path = safeio.inside(out_dir, fig_dir / f"{f['name']}.png")
+        png = io.BytesIO()
+        fig.savefig(png, format="png", metadata={"Software": None})
         plt.close(fig)
-        paths.append(path)
+        paths.append((path, png.getvalue()))
     return paths
 
 
 # --------------------------------------------------------------------------- writing
 def check_writable(out_dir: Path) -> None:
+    """Refuse, before any work, an output folder that cannot be created and written."""
+    out_dir = Path(out_dir)
     target = out_dir if out_dir.exists() else out_dir.parent
     if out_dir.exists() and not out_dir.is_dir():
         raise AuditError(f"output path {str(out_dir)!r} exists and is not a directory")
@@ -254,12 +401,11 @@ def check_writable(out_dir: Path) -> None:
                          f"{str(target)!r} does not exist")
     if not os.access(target, os.W_OK):
         raise AuditError(f"output directory {str(out_dir)!r} is not writable")
+    safeio.probe_dir(out_dir)  # os.access says yes to root and to some mounts: try it
 
 
 def _atomic_write(path: Path, text: str) -> None:
-    tmp = path.with_suffix(path.suffix + f".tmp{os.getpid()}")
-    tmp.write_text(text)
-    os.replace(tmp, path)
+    safeio.atomic_write(path, text)
 
 
 def write(result: ClaimResult, out_dir: Path) -> dict:
@@ -269,47 +415,155 @@ def write(result: ClaimResult, out_dir: Path) -> dict:
     return data
 
 
-def write_data(data: Mapping, out_dir: Path) -> None:
-    render_figures(data, out_dir)
-    _atomic_write(out_dir / f"{data['id']}.json", json.dumps(data, indent=2) + "\n")
-    _atomic_write(out_dir / f"{data['id']}.md", render_markdown(data))
+def write_data(data: Mapping, out_dir: Path, source: str | None = None) -> None:
+    """Write ``<id>.json``, ``<id>.md`` and the figures ``<id>/<name>.png`` of one report.
+
+    The id and figure names must be safe names and every path must lie inside
+    ``out_dir``; everything is rendered in memory before the first file is replaced, and
+    each file is replaced atomically without following a symlink. ``source`` names the
+    file the data was read from: a report that cannot be rendered is then one AuditError.
+    """
+    out_dir = Path(out_dir)
+    where = source or "report"
+    if not isinstance(data, Mapping):
+        raise AuditError(f"{where} is not a JSON object")
+    cid = safeio.check_name(data.get("id"), "id", where)
+    json_path = safeio.inside(out_dir, out_dir / f"{cid}.json")
+    md_path = safeio.inside(out_dir, out_dir / f"{cid}.md")
+    try:
+        text = json.dumps(data, indent=2) + "\n"
+        md = render_markdown(data)
+        figures = draw_figures(data, out_dir)
+    except AuditError:
+        raise
+    except Exception as exc:  # data read from a file: any shape error is the file's
+        if source is None:
+            raise
+        import matplotlib.pyplot as plt
+
+        plt.close("all")
+        detail = " ".join(f"{type(exc).__name__}: {exc}".split())[:200]
+        raise AuditError(f"{source} is not a report that can be rendered ({detail})"
+                         ) from None
+    if figures:
+        safeio.make_dir(out_dir, out_dir / cid)
+    for path, png in figures:
+        safeio.atomic_write(path, png)
+    _atomic_write(json_path, text)
+    _atomic_write(md_path, md)
 
 
 def load(out_dir: Path, claim_id: str) -> dict | None:
-    path = out_dir / f"{claim_id}.json"
+    """``out_dir/<claim_id>.json`` read and checked (None when absent); a file that is not
+    a report of that claim is one AuditError naming it."""
+    path = Path(out_dir) / f"{claim_id}.json"
     if not path.exists():
         return None
     try:
-        data = json.loads(path.read_text())
+        data = json.loads(path.read_text(encoding="utf-8"))
     except json.JSONDecodeError as exc:
         raise AuditError(f"report {path} is not valid JSON ({exc})") from None
+    except UnicodeDecodeError as exc:
+        raise AuditError(f"report {path} is not UTF-8 text ({exc.reason})") from None
+    except RecursionError:
+        raise AuditError(f"report {path} is nested too deeply to be a report") from None
+    except OSError as exc:
+        raise AuditError(f"report {path} cannot be read ({exc.strerror or exc})") from None
+    if not isinstance(data, dict):
+        raise AuditError(f"report {path} is not a JSON object (got {type(data).__name__})")
     validate(data, str(path))
+    if data["id"] != claim_id:
+        raise AuditError(f"report {path} has id {data['id']!r}, not {claim_id!r}")
     return data
 
 
+def _premise_cell(data: Mapping) -> str:
+    p = data.get("premise")
+    return p["status"] if p else "— (mathematics)"
+
+
+def _reachable_cell(data: Mapping) -> str:
+    cells = []
+    for p in data.get("parts", []):
+        kind = p.get("kind", "experiment")
+        if kind == "measurement":
+            continue
+        short = "/".join(o[0] for o in p.get("reachable", ["C", "R", "I"]))
+        cells.append(f"{p['id']}: {short}" + (" (proof)" if kind == "derivation" else ""))
+    return "; ".join(cells)
+
+
+def _stability_cell(data: Mapping) -> str:
+    st = data.get("stability")
+    if not st:
+        return "—"
+    bits = []
+    if st.get("loo_total"):
+        bits.append(f"LOO {st['loo_agree']}/{st['loo_total']}")
+    if st.get("flip") is not None and st.get("resolution"):
+        bits.append(f"flip {st['flip'] / st['resolution']:.1f} ex.")
+    elif st.get("flip") is not None:
+        bits.append(f"flip {_fmt(st['flip'], 3)}")
+    return ", ".join(bits) or "exact"
+
+
+def _looks_cell(data: Mapping) -> str:
+    looks = data.get("looks") or []
+    if not looks:
+        return ""
+    return f" (sequential, stopped at look {looks[-1]['look']})"
+
+
 def write_index(out_dir: Path, claims: Mapping[str, Claim | PendingClaim]) -> Path:
+    """``out_dir/README.md``: one row per claim. A sibling JSON that is not a valid report
+    is left out of the index with a warning line naming it; it does not fail the index."""
+    out_dir = Path(out_dir)
     rows = []
     for cid, claim in claims.items():
-        data = load(out_dir, cid)
         locks = claim.locks()
         lock_txt = ", ".join(f"{s}: {v['verdict']}" for s, v in sorted(locks.items())) or "—"
+        try:
+            data = load(out_dir, cid)
+            if data is not None:
+                row = [f"[`{cid}`]({cid}.md)", claim.paper.cite(), claim.title,
+                       _premise_cell(data),
+                       f"**{data['verdict']}**" + (" (fragile)" if data.get("fragile")
+                                                   else ""),
+                       _reachable_cell(data), _stability_cell(data), lock_txt,
+                       data["scale"],
+                       (f"{len(data['seeds'])} seeds" if data["seeds"] else "exact")
+                       + _looks_cell(data) + f", {data['runtime_s']:.0f} s, commit "
+                       f"`{data['environment'].get('commit')}`"]
+        except (AuditError, AttributeError, KeyError, TypeError, ValueError) as exc:
+            msg = str(exc) if isinstance(exc, AuditError) else (
+                f"report {out_dir / (cid + '.json')} is malformed "
+                f"({type(exc).__name__}: {exc})")
+            print(f"audit: warning: {' '.join(msg.split())}; left out of the index",
+                  file=sys.stderr)
+            rows.append([f"`{cid}`", claim.paper.cite(), claim.title, "—", "—", "—", "—",
+                         lock_txt, "—", "report unreadable"])
+            continue
         if data is None:
             status = "pending (falsifier not built)" if claim.status == "pending" else "not run"
-            rows.append([f"`{cid}`", claim.paper.cite(), claim.title, "—", lock_txt, "—",
-                         status])
+            rows.append([f"`{cid}`", claim.paper.cite(), claim.title, "—", "—", "—", "—",
+                         lock_txt, "—", status])
         else:
-            rows.append([f"[`{cid}`]({cid}.md)", claim.paper.cite(), claim.title,
-                         f"**{data['verdict']}**", lock_txt, data["scale"],
-                         (f"{len(data['seeds'])} seeds" if data["seeds"] else "exact")
-                         + f", {data['runtime_s']:.0f} s, commit "
-                         f"`{data['environment'].get('commit')}`"])
+            rows.append(row)
     text = ["# Audit reports", "",
             "Each verdict is about the reviewer's claim: CONFIRMED (the criticism holds on "
             "our runs), REFUTED (it does not), INCONCLUSIVE (this scale and seed count "
             "cannot decide). Regenerate with `audit run --all`; re-render without rerunning "
             "with `audit report`.", "",
-            _table(["claim", "paper", "falsifier", "verdict", "locked", "scale", "run"],
-                   rows), ""]
+            "Premise: the paper's own effect that the claim is about, measured first "
+            "(a part explaining it is INCONCLUSIVE where it does not reproduce). Reachable: "
+            "the verdicts the parts entering the claim's verdict can return (a derivation's "
+            "verdict is a proof). Stability: leave-one-seed-out agreement; a verdict is "
+            "fragile when one seed moved by three test examples or fewer, or one left-out "
+            "seed, flips it.", "",
+            _table(["claim", "paper", "falsifier", "premise", "verdict", "reachable",
+                    "stability", "locked", "scale", "run"], rows), ""]
+    if (out_dir / "CHANGES.md").exists():
+        text += ["What changed since the last locks, and why: [CHANGES.md](CHANGES.md).", ""]
     if (out_dir / "coverage.md").exists():
         text += ["Coverage of the review records by claims: [coverage.md](coverage.md).", ""]
     path = out_dir / "README.md"

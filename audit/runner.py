@@ -12,6 +12,8 @@ import dataclasses
 import datetime as _dt
 import hashlib
 import json
+import math
+import numbers
 import os
 import platform
 import subprocess
@@ -69,7 +71,22 @@ def device_name(device: str) -> str:
     return f"cpu ({platform.processor() or platform.machine()}, {os.cpu_count()} cores)"
 
 
-def environment(device: str) -> dict:
+def torch_threads() -> int:
+    """torch's intra-op thread count in this process now (0 without torch)."""
+    try:
+        import torch
+    except ImportError:  # pragma: no cover - torch is a hard dependency
+        return 0
+    return int(torch.get_num_threads())
+
+
+def environment(device: str, threads: int | None = None) -> dict:
+    """The software and machine a report came from.
+
+    ``torch_threads`` is ``threads`` when given: :func:`execute` passes the count read
+    before any unit ran (units may set their own, e.g. ``torch.set_num_threads(1)``, and
+    :func:`execute` restores it after them), so the field does not depend on whether the
+    units were computed or came from the cache."""
     import numpy
     import scipy
 
@@ -77,9 +94,10 @@ def environment(device: str) -> dict:
         import torch
 
         torch_v = torch.__version__
-        threads = torch.get_num_threads()
     except ImportError:  # pragma: no cover - torch is a hard dependency
-        torch_v, threads = "absent", 0
+        torch_v = "absent"
+    if threads is None:
+        threads = torch_threads()
     return {
         "python": platform.python_version(),
         "torch": torch_v,
@@ -96,6 +114,20 @@ def environment(device: str) -> dict:
 
 
 # ------------------------------------------------------------------------------ cache
+def data_identity(ctx: RunContext) -> dict[str, str]:
+    """The fingerprint of the data files a run with ``ctx`` reads: for each paper-scale
+    data set its config names, a sha256 over the relative path, size and content of each
+    of its files under ``ctx.data_dir`` (or ``$AUDIT_DATA``); file hashes are memoised per
+    (path, size, mtime, inode) within a process. Empty (a stable key) when the run reads
+    no data directory: digits, synthetic data, the stdlib corpus. See
+    :func:`audit.fl.data.data_fingerprint`."""
+    if ctx.data_dir is None and os.environ.get("AUDIT_DATA") is None:
+        return {}
+    from audit.fl.data import data_fingerprint
+
+    return data_fingerprint(ctx.config, ctx.data_dir)
+
+
 def _canonical(obj: Any) -> str:
     return json.dumps(obj, sort_keys=True, separators=(",", ":"), default=str)
 
@@ -112,10 +144,15 @@ class Cache:
         return Path(os.environ.get("AUDIT_CACHE", ".audit-cache"))
 
     def key_material(self, claim_id: str, spec: RunSpec, ctx: RunContext,
-                     version: str) -> dict:
+                     version: str, data: Mapping[str, str] | None = None) -> dict:
+        """Everything a unit's result depends on: claim, spec, scale, config, device, code
+        version and ``data``, the fingerprint of the data files read (see
+        :func:`data_identity`; computed here when not given)."""
+        if data is None:
+            data = data_identity(ctx)
         return {"format": CACHE_FORMAT, "claim": claim_id, "spec": spec.to_dict(),
                 "scale": ctx.scale, "config": dict(ctx.config), "device": ctx.device,
-                "version": version}
+                "version": version, "data": dict(data)}
 
     def path(self, material: Mapping) -> Path:
         digest = hashlib.sha256(_canonical(material).encode()).hexdigest()
@@ -125,17 +162,23 @@ class Cache:
         if not self.enabled:
             return None
         path = self.path(material)
-        if not path.exists():
+        if not os.path.lexists(path):
             return None
         try:
-            entry = json.loads(path.read_text())
+            if path.is_symlink() or not path.is_file():
+                raise ValueError("not a regular file")
+            entry = json.loads(path.read_text(encoding="utf-8"))
+            if not isinstance(entry, dict) or not {"key", "result", "checksum"} <= set(entry):
+                raise ValueError("not an object with key, result and checksum")
             if _canonical(entry["key"]) != _canonical(material):
                 raise ValueError("key does not match its inputs")
             result = entry["result"]
             if hashlib.sha256(_canonical(result).encode()).hexdigest() != entry["checksum"]:
                 raise ValueError("checksum mismatch")
+            if not isinstance(result, dict):
+                raise ValueError(f"result is a {type(result).__name__}, not an object")
             return result
-        except (ValueError, KeyError, TypeError) as exc:
+        except (ValueError, KeyError, TypeError, OSError, RecursionError) as exc:
             warnings.warn(f"corrupt cache entry {path} ({exc}); recomputing", CacheWarning,
                           stacklevel=2)
             return None
@@ -144,12 +187,21 @@ class Cache:
         if not self.enabled:
             return
         path = self.path(material)
-        path.parent.mkdir(parents=True, exist_ok=True)
         entry = {"key": material, "result": result,
                  "checksum": hashlib.sha256(_canonical(result).encode()).hexdigest()}
+        text = json.dumps(entry, default=_json_default)  # a result that is not JSON raises
         tmp = path.with_suffix(f".tmp{os.getpid()}")
-        tmp.write_text(json.dumps(entry, default=_json_default))
-        os.replace(tmp, path)  # atomic: an interrupted write leaves no half entry
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            if os.path.lexists(path) and (path.is_symlink() or not path.is_file()):
+                raise IsADirectoryError(f"{path} is not a regular file")
+            tmp.write_text(text, encoding="utf-8")
+            os.replace(tmp, path)  # atomic: an interrupted write leaves no half entry
+        except OSError as exc:  # a directory in the way, a full disk: the run goes on
+            with contextlib.suppress(OSError):
+                tmp.unlink()
+            warnings.warn(f"cannot store cache entry {path} ({exc}); the result is used "
+                          f"but not cached", CacheWarning, stacklevel=2)
 
 
 def _json_default(o: Any):
@@ -179,21 +231,62 @@ class ClaimResult:
     computed: int  # runs computed now (the rest came from the cache)
     cached: int
     command: str
+    plan: Any = None  # audit.sequential.Plan of a sequential run (None: fixed seeds)
 
     @property
     def locked(self) -> Outcome | None:
         return self.claim.locked(self.ctx.scale, self.ctx.seeds)
 
 
+MAX_SEEDS = 200  # the most seeds one run may ask for; AUDIT_MAX_SEEDS raises it
+MAX_SEED_VALUE = 2**32 - 1  # numpy and torch both take seeds up to here
+
+
+def max_seeds() -> int:
+    """:data:`MAX_SEEDS`, or the whole number in ``$AUDIT_MAX_SEEDS`` (the escape hatch for
+    a sweep that really needs more)."""
+    raw = os.environ.get("AUDIT_MAX_SEEDS")
+    if raw is None:
+        return MAX_SEEDS
+    try:
+        n = int(raw)
+    except ValueError:
+        n = 0
+    if n < 2:
+        raise AuditError(f"AUDIT_MAX_SEEDS must be a whole number >= 2, got {raw!r}")
+    return n
+
+
 def resolve_seeds(claim: Claim, seeds: int | Sequence[int] | None) -> tuple[int, ...]:
+    """The seeds a run uses; bad counts and lists are one AuditError, checked before any
+    work. At most :func:`max_seeds` seeds (200 unless ``$AUDIT_MAX_SEEDS`` says more),
+    each a whole number in [0, 2**32 - 1]."""
     if not claim.stochastic:
         return ()
+    limit = max_seeds()
     if seeds is None:
         out = tuple(claim.default_seeds)
-    elif isinstance(seeds, int):
+    elif isinstance(seeds, bool) or isinstance(seeds, (str, bytes, float)):
+        raise AuditError(f"seeds must be a count or a list of whole numbers, got {seeds!r}")
+    elif isinstance(seeds, numbers.Integral):
+        seeds = int(seeds)
+        if seeds < 0:
+            raise AuditError(f"the seed count must be positive, got {seeds}")
+        if seeds > limit:
+            raise AuditError(f"{seeds} seeds asked for; at most {limit} (set "
+                             f"AUDIT_MAX_SEEDS to allow more)")
         out = tuple(range(seeds))
     else:
+        seeds = list(seeds)
+        if len(seeds) > limit:
+            raise AuditError(f"{len(seeds)} seeds listed; at most {limit} (set "
+                             f"AUDIT_MAX_SEEDS to allow more)")
+        if any(isinstance(s, bool) or not isinstance(s, numbers.Integral) for s in seeds):
+            raise AuditError(f"seeds must be whole numbers: {list(seeds)}")
         out = tuple(int(s) for s in seeds)
+    if any(s > MAX_SEED_VALUE for s in out):
+        raise AuditError(f"seeds must be at most {MAX_SEED_VALUE}: "
+                         f"{[s for s in out if s > MAX_SEED_VALUE][:3]}")
     if len(out) < 2:
         raise AuditError(f"claim {claim.id!r} is stochastic and needs at least 2 seeds "
                          f"(got {len(out)})")
@@ -216,6 +309,108 @@ def check_device(device: str) -> None:
         raise AuditError(f"unknown device {device!r}; use cpu, cuda or cuda:N")
 
 
+_FRACTION_WORDS = ("fraction", "portion", "ratio", "prob", "dropout")
+_POSITIVE_NAMES = ("lr", "learning_rate", "width")
+
+
+def _kind(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true/false"
+    if isinstance(value, int):
+        return "a whole number"
+    if isinstance(value, float):
+        return "a number"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, (list, tuple)):
+        return "a list"
+    if isinstance(value, Mapping):
+        return "an object"
+    return type(value).__name__
+
+
+def _override_problem(key: str, default: Any, value: Any) -> str | None:
+    """Why ``value`` cannot replace ``default`` at config key ``key``, or None.
+
+    The rules (kept simple, and the same for every claim): a null default takes anything;
+    otherwise the value has the default's JSON type (true/false for true/false; a whole
+    number, not true/false, for a whole number; any number for a number; a string; a list;
+    an object, whose keys shared with the default are checked by these same rules).
+    Numbers must be finite. A whole number whose default is positive (a count, size,
+    round, period) must be positive. A number whose default is positive must not be
+    negative (0 is allowed: switching a weight such as ``lam_gen`` off is an ablation),
+    and must be positive when the key is a learning rate or width (``lr``, ``*_lr``,
+    ``width``). A default of zero admits no negative value. A key named like a fraction
+    (fraction, portion, ratio, prob, dropout) whose default lies in [0, 1] stays in
+    [0, 1]."""
+    if default is None:
+        return None
+    want = _kind(default)
+    if isinstance(default, bool):
+        ok = isinstance(value, bool)
+    elif isinstance(default, int):
+        ok = isinstance(value, int) and not isinstance(value, bool)
+    elif isinstance(default, float):
+        ok = isinstance(value, (int, float)) and not isinstance(value, bool)
+    elif isinstance(default, str):
+        ok = isinstance(value, str)
+    elif isinstance(default, (list, tuple)):
+        ok = isinstance(value, (list, tuple))
+    elif isinstance(default, Mapping):
+        if not isinstance(value, Mapping):
+            return f"{key} must be {want}, got {_kind(value)} {_short(value)}"
+        for sub in sorted(set(default) & set(value), key=str):
+            problem = _override_problem(f"{key}.{sub}", default[sub], value[sub])
+            if problem:
+                return problem
+        return None
+    else:
+        return None
+    if not ok:
+        return f"{key} must be {want} like its default {_short(default)}, got " \
+               f"{_kind(value)} {_short(value)}"
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    if isinstance(value, float) and not math.isfinite(value):
+        return f"{key} must be finite, got {value}"
+    name = key.rsplit(".", 1)[-1].lower()
+    strict = isinstance(default, int) or name in _POSITIVE_NAMES or name.endswith("_lr")
+    if default > 0 and strict and value <= 0:
+        return f"{key} must be positive (default {_short(default)}), got {_short(value)}"
+    if default >= 0 and value < 0:
+        return f"{key} must not be negative (default {_short(default)}), got {_short(value)}"
+    if 0 <= default <= 1 and any(w in name for w in _FRACTION_WORDS) and not 0 <= value <= 1:
+        return f"{key} is a fraction and must lie in [0, 1], got {_short(value)}"
+    return None
+
+
+def _short(value: Any, width: int = 60) -> str:
+    text = json.dumps(value, default=str) if not isinstance(value, float) else repr(value)
+    text = " ".join(text.split())
+    return text if len(text) <= width else text[:width - 3] + "..."
+
+
+def check_overrides(claim: Claim, scale: str, overrides: Mapping) -> dict:
+    """``--set`` values checked against the scale's config before any work: each key must
+    exist there and each value must pass :func:`_override_problem` against its default.
+    A problem is one AuditError line (the CLI exits with status 2)."""
+    base = claim.scales[scale]
+    unknown = sorted(str(k) for k in overrides if k not in base)
+    if unknown:
+        raise AuditError(f"claim {claim.id!r} has no config key(s) {', '.join(unknown)} at "
+                         f"{scale!r} scale; keys: {', '.join(sorted(map(str, base)))}")
+    for key, value in overrides.items():
+        try:
+            problem = _override_problem(str(key), base[key], value)
+        except RecursionError:
+            problem = f"{key} is nested too deeply"
+        if problem:
+            raise AuditError(f"--set {problem} (claim {claim.id!r}, {scale!r} scale)")
+    return dict(overrides)
+
+
 def make_context(claim: Claim, scale: str, seeds=None, device: str = "cpu",
                  data_dir: str | None = None, overrides: Mapping | None = None) -> RunContext:
     if scale not in SCALES:
@@ -229,17 +424,46 @@ def make_context(claim: Claim, scale: str, seeds=None, device: str = "cpu",
     if data_dir is not None and not Path(data_dir).is_dir():
         raise AuditError(f"data directory {data_dir!r} does not exist")
     config = dict(claim.scales[scale])
-    config.update(overrides or {})
+    config.update(check_overrides(claim, scale, overrides or {}))
     return RunContext(claim_id=claim.id, scale=scale, config=config,
                       seeds=resolve_seeds(claim, seeds), device=device, data_dir=data_dir)
 
 
-def _progress(total: int, desc: str, enabled: bool):
+class _PlainProgress:
+    """Progress for a stream that is not a terminal (a log, a pipe, CI): one plain line
+    per finished unit, never the carriage-return frames of a live bar."""
+
+    def __init__(self, total: int, desc: str, stream):
+        self.total, self.desc, self.stream, self.n, self.postfix = total, desc, stream, 0, ""
+
+    def set_postfix_str(self, text: str) -> None:
+        self.postfix = text
+
+    def update(self, k: int = 1) -> None:
+        self.n += k
+        tail = f" ({self.postfix})" if self.postfix else ""
+        print(f"{self.desc}: {self.n}/{self.total} run(s) done{tail}", file=self.stream,
+              flush=True)
+
+    def close(self) -> None:
+        pass
+
+
+def _progress(total: int, desc: str, enabled: bool, stream=None):
+    """A live tqdm bar on a terminal; on any other stream (``isatty`` false or absent) a
+    :class:`_PlainProgress` that writes one line per finished unit; None when disabled."""
     if not enabled:
         return None
+    stream = sys.stderr if stream is None else stream
+    try:
+        tty = bool(stream.isatty())
+    except (AttributeError, ValueError, OSError):  # no isatty, or a closed stream
+        tty = False
+    if not tty:
+        return _PlainProgress(total, desc, stream)
     from tqdm.auto import tqdm
 
-    return tqdm(total=total, desc=desc, unit="run", file=sys.stderr, leave=False)
+    return tqdm(total=total, desc=desc, unit="run", file=stream, leave=False)
 
 
 def _round_postfix(bar, every_s: float = 0.5, clock: Callable[[], float] = time.monotonic):
@@ -298,10 +522,12 @@ def execute(claim: Claim | PendingClaim, ctx: RunContext, *, cache: Cache,
     if cache.enabled and ctx.checkpoint_dir is None:  # long runs checkpoint beside the cache
         ctx = dataclasses.replace(ctx, checkpoint_dir=str(cache.root / "checkpoints"))
     specs = claim.unit_specs(ctx)
+    data = data_identity(ctx)  # the data files' fingerprint, hashed once per run
+    threads = torch_threads()  # read before any unit runs (units may set their own)
     results: dict[RunSpec, Mapping] = {}
     todo: dict[RunSpec, dict] = {}
     for spec in specs:
-        material = cache.key_material(claim.id, spec, ctx, version)
+        material = cache.key_material(claim.id, spec, ctx, version, data)
         hit = cache.load(material)
         if hit is not None:
             results[spec] = hit
@@ -324,18 +550,163 @@ def execute(claim: Claim | PendingClaim, ctx: RunContext, *, cache: Cache,
     finally:
         if bar is not None:
             bar.close()
-    analysis = claim.analyse(results, ctx)
-    verdict = verdict_from_parts(claim.id, claim.combination, analysis.parts,
-                                 analysis.estimates)
+        _set_torch_threads(threads)  # a unit's own setting does not outlive the run
+    recomputed = 0
+    diverged = non_finite_units(results)
+    if diverged:  # statistics on NaN decide nothing: report which runs diverged, and where
+        analysis, verdict = diverged_analysis(claim.id, diverged, len(results))
+    else:
+        try:
+            analysis = claim.analyse(results, ctx)
+        except (KeyError, TypeError, IndexError):
+            odd = _odd_cached_results(results, set(specs) - set(todo))
+            if not odd:
+                raise
+            warnings.warn(f"cache entries of the wrong shape for {len(odd)} unit(s) "
+                          f"({', '.join(s.label() for s in odd[:3])}); recomputing them",
+                          CacheWarning, stacklevel=2)
+            for spec, result in backend.imap(claim, ctx, odd):
+                cache.store(cache.key_material(claim.id, spec, ctx, version, data), result)
+                results[spec] = result
+            _set_torch_threads(threads)
+            recomputed = len(odd)
+            analysis = claim.analyse(results, ctx)
+        verdict = verdict_from_parts(claim.id, claim.combination, analysis.parts,
+                                     analysis.estimates, getattr(analysis, "premise", None))
+        verdict = with_stability(claim, results, ctx, verdict)
     return ClaimResult(claim=claim, ctx=ctx, verdict=verdict, analysis=analysis,
-                       environment=environment(ctx.device),
-                       runtime_s=time.perf_counter() - t0, computed=len(todo),
-                       cached=len(specs) - len(todo), command=command)
+                       environment=environment(ctx.device, threads),
+                       runtime_s=time.perf_counter() - t0, computed=len(todo) + recomputed,
+                       cached=len(specs) - len(todo) - recomputed, command=command)
 
 
-def regenerate_command(ctx: RunContext) -> str:
+def _set_torch_threads(n: int) -> None:
+    if n > 0:
+        import torch
+
+        if torch.get_num_threads() != n:
+            torch.set_num_threads(n)
+
+
+def _odd_cached_results(results: Mapping[RunSpec, Mapping],
+                        cached: set[RunSpec]) -> list[RunSpec]:
+    """Cached units whose result has other top-level keys than most units of the same arm
+    and setting (a well-formed entry of the wrong shape, e.g. written by hand): the
+    suspects when an analysis fails with a KeyError or TypeError."""
+    from collections import Counter
+
+    groups: dict[tuple[str, str], list[RunSpec]] = {}
+    for spec in results:
+        groups.setdefault((spec.arm, spec.setting), []).append(spec)
+    odd = []
+    for members in groups.values():
+        shapes = Counter(frozenset(results[s]) for s in members)
+        (common, count), = shapes.most_common(1)
+        if len(members) < 2 or count * 2 <= len(members):
+            continue
+        odd += [s for s in members if s in cached and frozenset(results[s]) != common]
+    return sorted(odd, key=lambda s: (s.setting, s.arm, -1 if s.seed is None else s.seed))
+
+
+# ------------------------------------------------------------------------- divergence
+def _non_finite_paths(obj: Any, path: str = "", index: int | None = None):
+    """Yield ``(path, index)`` for each NaN in a result: ``path`` like
+    ``per_round[3].norm``, ``index`` the first list index on that path (the round, in a
+    per-round list) or None. Infinities are not yielded: alone they can be a value a
+    result records by definition (FedTLU's score of a constant update is +inf), while
+    diverged training ends in NaN (inf - inf, 0 * inf)."""
+    if isinstance(obj, bool) or obj is None or isinstance(obj, str):
+        return
+    if isinstance(obj, numbers.Real):
+        if math.isnan(float(obj)):
+            yield (path or "value"), index
+        return
+    if isinstance(obj, Mapping):
+        for k in obj:
+            yield from _non_finite_paths(obj[k], f"{path}.{k}" if path else str(k), index)
+        return
+    if hasattr(obj, "tolist") and not isinstance(obj, (list, tuple)):
+        obj = obj.tolist()  # numpy arrays and scalars
+        if not isinstance(obj, (list, tuple)):
+            yield from _non_finite_paths(obj, path, index)
+            return
+    if isinstance(obj, (list, tuple)):
+        for i, v in enumerate(obj):
+            yield from _non_finite_paths(v, f"{path}[{i}]", i if index is None else index)
+
+
+def _first_non_finite(result: Any) -> str | None:
+    """Where a result first holds NaN: the path with the smallest per-round index
+    (``index 3 (`acc[3]`)``), else the first NaN scalar's key; None if there is none."""
+    found = list(_non_finite_paths(result))
+    if not found:
+        return None
+    indexed = [(i, n, p) for n, (p, i) in enumerate(found) if i is not None]
+    if indexed:
+        i, _, p = min(indexed)
+        return f"index {i} (`{p}`)"
+    return f"`{found[0][0]}`"
+
+
+def non_finite_units(results: Mapping[RunSpec, Any]) -> dict[RunSpec, str]:
+    """Each seeded unit whose result holds a NaN (its training diverged), with where it
+    first is: ``index 3 (`acc[3]`)`` (index 3 of the per-round list ``acc``) or a key.
+
+    Only seeded units (stochastic training runs) are scanned: an exact unit (seed None)
+    computes a quantity whose NaN or inf can be the finding itself (FedTLU's score is
+    undefined, NaN, at a zero update; Eq. 4 of FLAYER is unbounded)."""
+    out = {}
+    for spec, result in results.items():
+        if spec.seed is None:
+            continue
+        try:
+            where = _first_non_finite(result)
+        except RecursionError:
+            where = "a too deeply nested value"
+        if where:
+            out[spec] = where
+    return out
+
+
+DIVERGED_RULE = ("A seeded run whose result holds a NaN (training diverged) decides "
+                 "nothing; the claim's statistics are not computed, the verdict is "
+                 "INCONCLUSIVE, and the diverged arms and seeds are listed with the "
+                 "earliest per-round index (or key) holding a NaN.")
+
+
+def diverged_analysis(claim_id: str, diverged: Mapping[RunSpec, str], n_units: int):
+    """The Analysis and the INCONCLUSIVE Verdict of a run in which units diverged."""
+    from audit.claims import Analysis
+    from audit.verdict import Combination, Estimate, Part
+
+    by_arm: dict[str, list[str]] = {}
+    for spec in sorted(diverged, key=lambda s: (s.setting, s.arm,
+                                                -1 if s.seed is None else s.seed)):
+        arm = f"{spec.setting}/{spec.arm}" if spec.setting else spec.arm
+        who = "the run" if spec.seed is None else f"seed {spec.seed}"
+        by_arm.setdefault(arm, []).append(f"{who} from {diverged[spec]}")
+    listed = "; ".join(f"arm `{arm}`: {', '.join(items)}" for arm, items in by_arm.items())
+    reason = (f"{len(diverged)} of {n_units} unit(s) produced NaN (training diverged): "
+              f"{listed}")
+    needs = ("settings under which training stays finite (e.g. a smaller learning rate; "
+             "the scale's defaults)")
+    part = Part("diverged", Outcome.INCONCLUSIVE, DIVERGED_RULE, reason, needs)
+    estimates = (Estimate("diverged_units", float(len(diverged)), n=n_units, method="count",
+                          unit="units", description="units whose result holds a NaN"),)
+    analysis = Analysis(estimates=estimates, parts=(part,),
+                        notes=("No statistic was computed: " + reason + ".",))
+    combination = Combination("A run with diverged units is INCONCLUSIVE: " + DIVERGED_RULE,
+                              lambda parts: Outcome.INCONCLUSIVE)
+    return analysis, verdict_from_parts(claim_id, combination, (part,), estimates)
+
+
+def regenerate_command(ctx: RunContext, plan=None) -> str:
     cmd = f"audit run {ctx.claim_id} --scale {ctx.scale}"
-    if ctx.seeds:
+    if plan is not None:
+        cmd += f" --until-decided --max-seeds {plan.cap}"
+        if plan.spending != "pocock":
+            cmd += f" --spending {plan.spending}"
+    elif ctx.seeds:
         cmd += " --seed-list " + ",".join(str(s) for s in ctx.seeds)
     if ctx.device != "cpu":
         cmd += f" --device {ctx.device}"
@@ -359,3 +730,93 @@ def results_table(results: Mapping[RunSpec, Mapping], key: str,
 
     return {arm: np.array([float(results[RunSpec(arm, s, setting)][key]) for s in seeds])
             for arm in arms}
+
+
+# -------------------------------------------------------------------------- stability
+def _decisive(verdict: Verdict, combination) -> list:
+    """The parts the claim's verdict rests on: those entering it that agree with it (all
+    entering parts when the verdict is INCONCLUSIVE)."""
+    entering = combination.entering(verdict.parts) if combination is not None else list(
+        verdict.parts)
+    if verdict.verdict == Outcome.INCONCLUSIVE:
+        return entering
+    return [p for p in entering if p.verdict == verdict.verdict]
+
+
+def with_stability(claim: Claim, results: Mapping[RunSpec, Mapping], ctx: RunContext,
+                   verdict: Verdict) -> Verdict:
+    """Attach how far the verdict is from flipping (STATISTICS.md): the verdicts of the
+    leave-one-seed-out re-analyses ("5 of 5 subsets agree"), and the smallest change of
+    one seed's metric that flips a decisive part's test, in the metric's units, with the
+    metric's resolution. A decided verdict whose flip distance is within three steps of
+    the resolution, or that a single left-out seed overturns, is fragile."""
+    from audit import stats
+
+    seeds = tuple(ctx.seeds)
+    loo: dict[str, str] = {}
+    if claim.stochastic and len(seeds) >= 3:
+        with stats.without_flip():
+            for s in seeds:
+                keep = tuple(x for x in seeds if x != s)
+                sub_ctx = dataclasses.replace(ctx, seeds=keep)
+                sub = {spec: r for spec, r in results.items() if spec.seed != s}
+                try:
+                    a = claim.analyse(sub, sub_ctx)
+                    v = verdict_from_parts(claim.id, claim.combination, a.parts,
+                                           a.estimates, getattr(a, "premise", None))
+                    loo[str(s)] = v.verdict.value
+                except (ValueError, KeyError, ZeroDivisionError, IndexError) as exc:
+                    loo[str(s)] = f"error: {type(exc).__name__}"
+    agree = sum(v == verdict.verdict.value for v in loo.values())
+    decisive = [p for p in _decisive(verdict, claim.combination) if p.flip is not None]
+    flip_part = min(decisive, key=lambda p: p.flip, default=None)
+    fragile_parts = [p.id for p in _decisive(verdict, claim.combination) if p.fragile]
+    decided = verdict.verdict != Outcome.INCONCLUSIVE
+    fragile = decided and (bool(fragile_parts) or (bool(loo) and agree < len(loo)))
+    stability = {
+        "loo": loo, "loo_agree": agree, "loo_total": len(loo),
+        "flip": flip_part.flip if flip_part else None,
+        "flip_part": flip_part.id if flip_part else None,
+        "unit": flip_part.unit if flip_part else "",
+        "resolution": flip_part.resolution if flip_part else None,
+        "fragile_parts": fragile_parts,
+        "fragile": bool(fragile),
+    }
+    return dataclasses.replace(verdict, stability=stability)
+
+
+# ------------------------------------------------------------------------- sequential
+def execute_sequential(claim: Claim, ctx: RunContext, plan, *, cache: Cache,
+                       progress: bool = True, backend: Any = None,
+                       runner: Callable | None = None, command: str = "",
+                       on_look: Callable | None = None) -> ClaimResult:
+    """Run ``claim`` over the looks of ``plan`` (``audit.sequential.Plan``): at look k the
+    first ``plan.looks[k]`` seeds of ``ctx.seeds`` (or 0..cap-1) are analysed with every
+    rule's alpha times the look's share; stop at the first look where every part that
+    enters the verdict is decided, or at the cap. Units finished at an earlier look come
+    from the cache. The result is the stopping look's, with every look recorded."""
+    pool = tuple(ctx.seeds) if len(ctx.seeds) >= plan.cap else tuple(range(plan.cap))
+    looks: list[dict] = []
+    t0 = time.perf_counter()
+    computed = cached = 0
+    res = None
+    for k, (n, share) in enumerate(zip(plan.looks, plan.fractions())):
+        look_ctx = dataclasses.replace(ctx, seeds=pool[:n], alpha_fraction=float(share))
+        res = execute(claim, look_ctx, cache=cache, progress=progress, backend=backend,
+                      runner=runner, command=command)
+        computed += res.computed
+        cached += res.cached
+        entering = claim.combination.entering(res.verdict.parts)
+        decided = all(p.verdict != Outcome.INCONCLUSIVE for p in entering)
+        looks.append({"look": k + 1, "n": n, "seeds": [int(s) for s in pool[:n]],
+                      "alpha_fraction": float(share), "verdict": res.verdict.verdict.value,
+                      "parts": {p.id: p.verdict.value for p in res.verdict.parts},
+                      "decided": bool(decided),
+                      "stopped": bool(decided or n == plan.cap)})
+        if on_look is not None:
+            on_look(looks[-1])
+        if decided:
+            break
+    verdict = dataclasses.replace(res.verdict, looks=tuple(looks))
+    return dataclasses.replace(res, verdict=verdict, runtime_s=time.perf_counter() - t0,
+                               computed=computed, cached=cached, plan=plan)

@@ -71,3 +71,28 @@ def test_empirical_estimates_have_intervals(result):
         assert e.n == len(result.ctx.seeds) and e.low <= e.value <= e.high
     r = v.estimate("assumption_b_ratio_fedtlu").value
     assert 0.0 < r < 1.0
+
+
+def test_parts_declare_kind_and_reachable(result):
+    v = result.verdict
+    for pid in ("isotropic-test", "ordering", "vacuous-regime"):
+        p = v.part(pid)
+        assert p.kind == "derivation" and set(p.reachable) == {"CONFIRMED", "REFUTED"}
+    for pid in ("assumption-b", "noise"):
+        p = v.part(pid)
+        assert p.kind == "experiment" and len(p.reachable) == 3
+
+
+def test_premise_is_reported(result):
+    pr = result.verdict.premise
+    assert pr is not None and pr.status in ("reproduced", "not reproduced", "undecided")
+    assert pr.estimate is not None and pr.estimate.n == len(result.ctx.seeds)
+
+
+def test_noise_margin_is_the_papers_gap(result):
+    v = result.verdict
+    rule = v.part("noise").rule
+    assert "d = 0.227% of Random" in rule and "Table III" in rule
+    for st in ("clean", "noisy"):
+        ppl_random = v.estimate(f"equivalence_margin_{st}").value / ((1.768 - 1.764) / 1.764)
+        assert 1.0 < ppl_random < 1e4  # a perplexity

@@ -54,8 +54,9 @@ def test_growth_law_slopes_equal_depth_fraction(result):
 
 def test_parts(result):
     assert result.verdict.part("unbounded").verdict.value == "CONFIRMED"
+    assert result.verdict.part("unbounded").kind == "derivation"
     p = result.verdict.part("in-practice")
-    assert p.verdict.value in ("CONFIRMED", "INCONCLUSIVE")  # never REFUTED by its rule
+    assert p.verdict.value == "INCONCLUSIVE" and p.kind == "measurement"  # no verdict
     est = result.verdict.estimate
     assert est("practice_max_multiplier").value == max(
         est("practice_max_multiplier_probe").value, est("practice_max_multiplier_full").value)
@@ -80,3 +81,34 @@ def test_paper_scale_without_data_is_a_clear_error(monkeypatch):
     ctx = make_context(C, "paper")
     with pytest.raises(AuditError):
         C.run(RunSpec("digits-cnn"), ctx)
+
+
+# ------------------------------------------------------- each part's reachable outcomes
+def _ev_unbounded(m_at_L, slopes=((1 / 6, 1 / 6), (0.5, 0.5), (1.0, 1.0)), monotone=True):
+    return {"m_at_L": m_at_L, "m_max_at_L": max(m_at_L), "last_exponent": 300,
+            "monotone": monotone, "slopes": list(slopes)}
+
+
+def test_unbounded_rule_reaches_each_outcome():
+    from audit.experiments.flayer_eq4_unbounded import RULE_UNBOUNDED
+
+    assert RULE_UNBOUNDED.kind == "derivation"
+    assert RULE_UNBOUNDED(_ev_unbounded([1.7, 20.0, 200.0])).verdict.value == "CONFIRMED"
+    assert RULE_UNBOUNDED(_ev_unbounded([1.7, 2.0, 3.0])).verdict.value == "REFUTED"
+    # passes 10 but not 100: neither shown unbounded nor shown bounded
+    assert RULE_UNBOUNDED(_ev_unbounded([1.7, 20.0, 50.0])).verdict.value == "INCONCLUSIVE"
+    # slopes off the growth law: INCONCLUSIVE even past every threshold
+    bad = _ev_unbounded([1.7, 20.0, 200.0], slopes=((0.2, 1 / 6),))
+    assert RULE_UNBOUNDED(bad).verdict.value == "INCONCLUSIVE"
+
+
+def test_in_practice_is_a_measurement_without_verdict():
+    from audit.experiments.flayer_eq4_unbounded import CLAIM, RULE_PRACTICE
+
+    assert RULE_PRACTICE.kind == "measurement" and RULE_PRACTICE.reachable == ("INCONCLUSIVE",)
+    for top in (1.5, 5.47, 1e6):  # whatever the size, no verdict
+        part = RULE_PRACTICE({"top": (top, "fc.bias", "full", 200),
+                              "per_reading": {"probe": (3.65, "fc.bias", 200),
+                                              "full": (top, "fc.bias", 200)}})
+        assert part.verdict.value == "INCONCLUSIVE"
+    assert CLAIM.combination.parts == ("unbounded",)

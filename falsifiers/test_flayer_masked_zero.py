@@ -124,6 +124,18 @@ def test_only_the_literal_rule_leaves_exact_zeros(result):
         assert rows[arm][-1] == 0, arm
 
 
+def test_premise_and_parts_are_declared(result):
+    v = result.verdict
+    assert v.premise is not None and v.premise.estimate is not None
+    assert v.premise.status in ("reproduced", "not reproduced", "undecided")
+    kinds = {p.id: p.kind for p in v.parts}
+    assert kinds == {"structural": "derivation", "collapse": "experiment",
+                     "collapse-global": "measurement"}
+    assert "0.054" in v.part("collapse").rule  # the margin's value, printed from params
+    if not v.premise.reproduced:
+        assert v.part("collapse").verdict.value == "INCONCLUSIVE"
+
+
 def test_smoke_runs_at_least_five_paired_seeds(result):
     if result.ctx.scale == "smoke":
         assert len(result.ctx.seeds) >= 5
@@ -135,3 +147,49 @@ def test_eq4_table_is_exact_and_unbounded(result):
     col = [r[3] for r in t.rows if r[3] != "inf"]  # i/L = 1
     assert all(a < b for a, b in zip(col, col[1:]))
     assert abs(col[0] - (1 + math.log(2))) < 1e-3  # ||g|| = 1: 1 + ln 2 (table: 3 decimals)
+
+
+# ------------------------------------------------------------ calibration of the composite
+@pytest.mark.parametrize("dist", ["normal", "skewed", "heavy", "accuracy"])
+@pytest.mark.parametrize("n", [5, 10, 20])
+def test_composite_rule_holds_alpha_under_the_global_null(dist, n):
+    """The claim's verdict is all_of(structural, collapse); structural is a derivation
+    (CONFIRMED on every literal run) and the premise gate can only turn a decided collapse
+    into INCONCLUSIVE, so the claim's errors are collapse's errors. Collapse = the best of
+    k = 3 corrected arms (picked by mean on the same seeds) against literal at alpha/3.
+    Global null for a false CONFIRMED: every corrected arm is exactly the margin ahead
+    (shift 0 against the margin); for a false REFUTED the same arms must not be found
+    below the margin. Each rate <= alpha + 3 Monte-Carlo SE."""
+    import numpy as np
+
+    from audit import calibration, stats
+
+    alpha, k, reps = 0.05, len(CORRECTED), 3000
+    rng = np.random.default_rng([20261201, n, len(dist)])
+    (conf,) = calibration.best_of_rates(k, n, dist, rng, reps=reps, alpha=alpha,
+                                        bonferroni=True)
+    assert conf.rate <= conf.bound, conf
+    # false REFUTED (FALSIFIED on the wrong side or by equivalence): every corrected arm
+    # exactly m ahead of literal; the rule's equivalence margin equals m (as in the claim)
+    sd, m = calibration._scales(dist, rng)
+    shared = calibration.draw(dist, (reps, n), rng, 0.0, sd / math.sqrt(2))
+    arms = np.stack([shared + calibration.draw(dist, (reps, n), rng, m, sd / math.sqrt(2))
+                     for _ in range(k)])
+    best = np.argmax(arms.mean(axis=2), axis=0)
+    D = arms[best, np.arange(reps)]
+    codes = stats.three_way_codes(D, margin=m, equivalence_margin=m, alpha=alpha / k).codes
+    refuted = float(np.mean(codes == stats.FALSIFIED))
+    assert refuted <= alpha + 3 * calibration.mc_se(alpha, reps), refuted
+
+
+def test_best_of_three_needs_the_correction():
+    """Without alpha/k the same selection's false-CONFIRMED rate is higher than with it
+    (the reason the rule divides alpha by k)."""
+    import numpy as np
+
+    from audit import calibration
+
+    rng = np.random.default_rng(7)
+    (raw,) = calibration.best_of_rates(3, 10, "normal", rng, reps=4000, bonferroni=False)
+    (cor,) = calibration.best_of_rates(3, 10, "normal", rng, reps=4000, bonferroni=True)
+    assert cor.rate < raw.rate

@@ -1,7 +1,8 @@
 """Falsifier: what GENE-FL's layer score (arXiv 2504.14628, Eq. 9) selects.
 
-The verdict comes from the perturbation test and the selection statistics; the accuracy
-of agnostic clients by arm is a separate, labelled part.
+The verdict combines the perturbation test (a derivation), the selection statistics and
+the reviewer's own test (top- vs bottom-gamma accuracy, gated by the premise that the
+learnGene beats no gene).
 """
 import numpy as np
 import pytest
@@ -56,7 +57,10 @@ def test_run_has_estimates_and_parts(result):
     assert {p.id for p in v.parts} == {"direction", "selection", "accuracy-top-vs-bottom"}
     rho = v.estimate("xi_dim_rank_correlation").value
     assert -1.0 <= rho <= 1.0
-    for arm in ("top-gamma", "bottom-gamma", "random-gamma", "top-gamma-no-dim"):
+    assert v.part("direction").kind == "derivation"
+    assert v.premise is not None and v.premise.estimate is not None
+    for arm in ("top-gamma", "bottom-gamma", "random-gamma", "top-gamma-no-dim",
+                "top-gamma-reset"):
         e = v.estimate(f"agnostic_acc_{arm}")
         assert e.n == len(result.ctx.seeds) and 0.0 <= e.value <= 1.0
 

@@ -62,6 +62,16 @@ def test_once_per_client_reading(result):
     assert est("genefl_down_bytes_total_once").value == 100 * M + A * G
 
 
+def test_once_per_client_is_swept_over_the_client_count(result):
+    # closed form: ratio(P) = (R K G + P M + A G) / (2 R K M) with P distinct
+    # participants; above 0.5 from P > R K (1 - G / M) - A G / M = 788.07 on: P = 790 in
+    # steps of 10. The answer flips inside P = 10..1000, so the part is undecided.
+    v = result.verdict
+    assert v.part("once-per-client").kind == "derivation"
+    assert v.estimate("once_flip_participants").value == 790
+    assert v.part("once-per-client").verdict.value == "INCONCLUSIVE"
+
+
 def test_verdict_is_locked(result):
     check_lock(result)
 

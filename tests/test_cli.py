@@ -39,7 +39,7 @@ def test_run_writes_json_markdown_figures_and_index(toy, tmp_path, capsys):
     exact = next(e for e in data["estimates"] if e["name"] == "n_arms")
     assert exact["low"] is None and exact["high"] is None
     md = (out / "toy-claim.md").read_text()
-    assert md.startswith("# toy-claim") and "CONFIRMED" in md.splitlines()[2]
+    assert md.startswith("# toy-claim") and "CONFIRMED" in md.splitlines()[4]
     assert "paper's value" in md and "audit run toy-claim --scale smoke" in md
     assert (out / "toy-claim" / "curve.png").stat().st_size > 1000
     assert "[`toy-claim`](toy-claim.md)" in (out / "README.md").read_text()
@@ -118,7 +118,7 @@ def test_set_overrides_a_config_value_and_the_report_says_how(toy, tmp_path):
     assert main(["run", "toy-claim", "--out", str(out), "--quiet", "--set", "effect=0.0",
                  "--set", "noise=0.5"]) == 0
     data = json.loads((out / "toy-claim.json").read_text())
-    assert data["config"] == {"effect": 0.0, "noise": 0.5}
+    assert data["config"] == {"effect": 0.0, "noise": 0.5, "equivalence_margin": 0.05}
     assert data["command"].endswith("--set effect=0.0 --set noise=0.5")
 
 

@@ -179,11 +179,14 @@ def test_claim_specs_per_scale():
 
     seeds = (0, 1, 2, 3, 4)
     smoke = specs(RunContext(CLAIM.id, "smoke", SCALES["smoke"], seeds))
-    # 6 arms x 5 seeds + (depth=vgg, cpr=5) x 2 sweep arms x 3 sweep seeds = 30 + 12
-    assert len(smoke) == 42
-    assert {s.setting for s in smoke} == {"", "depth=vgg", "cpr=5"}
+    # 6 arms x 5 seeds + (depth=vgg, cpr=5, layer=module) x 2 sweep arms x 3 sweep seeds
+    # + as-released with the x20 factor on the 3 sweep seeds = 30 + 18 + 3
+    assert len(smoke) == 51
+    assert {s.setting for s in smoke} == {"", "depth=vgg", "cpr=5", "layer=module",
+                                          "released-lr-x20"}
     full = specs(RunContext(CLAIM.id, "full", SCALES["full"], seeds))
-    assert len(full) == 30 + 6 * 4 * 5  # 3 depths + 3 cpr settings, 4 arms, 5 seeds
+    # 3 depths + 3 cpr settings + layer=module, 4 arms, 5 seeds; x20 on 5 seeds
+    assert len(full) == 30 + 7 * 4 * 5 + 5
 
 
 def test_paper_scale_without_data_is_a_clear_error(monkeypatch):
@@ -194,3 +197,110 @@ def test_paper_scale_without_data_is_a_clear_error(monkeypatch):
     ctx = RunContext(CLAIM.id, "paper", SCALES["paper"], (0, 1))
     with pytest.raises(AuditError, match="cifar-100-python"):
         run(RunSpec("literal", 0, ""), ctx)
+
+
+# ---------------------------------------------------------------- layer reading, release
+def test_layer_unit_module_shares_index_between_weight_and_bias():
+    ds, fed = _tiny()
+    model = build_model("cnn", 4, 1, 4, width=0.25)  # 3 modules, 6 tensors
+    t = FLAYER(SERVER_RULES["literal"], Options(layer_unit="tensor"))
+    t.setup(model, fed, FLConfig(rounds=1))
+    m = FLAYER(SERVER_RULES["literal"], Options(layer_unit="module"))
+    m.setup(model, fed, FLConfig(rounds=1))
+    first = t.pkeys[0]
+    assert t.up[first] == pytest.approx(1 / 6)  # tensor 1 of 6
+    assert m.up[first] == pytest.approx(1 / 3)  # module 1 of 3 (harsher: tensor reading)
+    assert m.index[t.pkeys[0]] == m.index[t.pkeys[1]] == 1 and m.L == 3
+    with pytest.raises(ValueError, match="layer_unit"):
+        Options(layer_unit="block")
+
+
+def test_released_write_back_masks_the_kept_local_model():
+    ds, fed = _tiny()
+    model = build_model("cnn", 4, 1, 4, width=0.25)
+    alg = make_algorithm("as-released")
+    assert alg.opt.write_back and alg.opt.released_lr_factor == 1.0
+    alg.setup(model, fed, FLConfig(rounds=1))
+    before = {k: v.detach().clone() for k, v in model.state_dict().items()}
+    torch.manual_seed(2)
+    after = {k: v + torch.randn_like(v) for k, v in before.items()}
+    st = alg.update_client_state(None, before, after, 0, 1)
+    up = alg.upload(before, after, 0, 1, n_samples=10)
+    for k in alg.pkeys:  # the kept local model is exactly what went up (theta * M)
+        torch.testing.assert_close(st["local"][k], up.state[k])
+    off = FLAYER(SERVER_RULES["selector-mean"], Options(released=True, write_back=False))
+    off.setup(model, fed, FLConfig(rounds=1))
+    st2 = off.update_client_state(None, before, after, 0, 1)
+    torch.testing.assert_close(st2["local"]["conv1.weight"], after["conv1.weight"])
+
+
+# ---------------------------------------------------------------- each part's outcomes
+def _tw(a, b, margin=0.054, alpha=0.05 / 3):
+    from audit import stats
+    return stats.three_way(np.asarray(a, float), np.asarray(b, float), margin=margin,
+                           equivalence_margin=0.054, alpha=alpha)
+
+
+_B = [0.70, 0.72, 0.69, 0.71, 0.73]
+
+
+def _ev(tw, sensitive=True):
+    return {"three_way": tw, "best": "selector-mean", "sensitive": sensitive,
+            "sensitivity": "synthetic", "sweep": "", "resolution": 1 / 360}
+
+
+def test_collapse_rule_reaches_each_outcome_and_is_gated_by_the_premise():
+    from audit.experiments.flayer_masked_zero import RULE_COLLAPSE, premise_of
+    from audit.verdict import premise_gate
+
+    big = _tw([b + 0.20 + e for b, e in zip(_B, (0, .01, -.01, .005, 0))], _B)
+    small = _tw([b + 0.00 + e for b, e in zip(_B, (0, .004, -.004, .002, 0))], _B)
+    mid = _tw([b + e for b, e in zip(_B, (0.0, 0.15, -0.05, 0.10, 0.02))], _B)
+    p = {"n": 5, "k": 3, "margin": "0.054", "rule": big.text(), "setting": "x"}
+    assert RULE_COLLAPSE(_ev(big), params=p).verdict.value == "CONFIRMED"
+    assert RULE_COLLAPSE(_ev(small), params=p).verdict.value == "REFUTED"
+    no_sens = RULE_COLLAPSE(_ev(small, sensitive=False), params=p)
+    assert no_sens.verdict.value == "INCONCLUSIVE" and "assay sensitivity" in no_sens.reason
+    assert RULE_COLLAPSE(_ev(mid), params=p).verdict.value == "INCONCLUSIVE"
+    part = RULE_COLLAPSE(_ev(big), params=p)
+    assert part.flip is not None and part.resolution == pytest.approx(1 / 360)
+    assert "0.054" in part.rule and "k = 3" in part.rule
+    # premise: SUPPORTED -> reproduced, FALSIFIED -> not reproduced, else undecided
+    fed = [0.60, 0.63, 0.58, 0.61, 0.62]
+    up = premise_of(_tw(_B, fed, margin=0.0, alpha=0.05))
+    down = premise_of(_tw(fed, _B, margin=0.0, alpha=0.05))
+    eq = premise_of(_tw([b + e for b, e in zip(_B, (.05, -.05, .04, -.06, .01))], _B,
+                        margin=0.0, alpha=0.05))
+    assert (up.status, down.status, eq.status) == ("reproduced", "not reproduced",
+                                                  "undecided")
+    for prem, out in ((up, "CONFIRMED"), (down, "INCONCLUSIVE"), (eq, "INCONCLUSIVE")):
+        g = premise_gate(part, prem)
+        assert g.verdict.value == out
+        if out == "INCONCLUSIVE":
+            assert "premise not reproduced" in g.reason
+
+
+def test_structural_rule_reaches_each_outcome():
+    from audit.experiments.flayer_masked_zero import RULE_STRUCTURAL
+
+    assert RULE_STRUCTURAL.kind == "derivation"
+    ok = {"runs": 5, "rounds_checked": 60, "max_unselected_nonzero": 0,
+          "max_identity_err": 1e-8, "max_unselected_frac": 0.4, "mean_unselected_frac": 0.2,
+          "max_shrunk_frac": 0.2, "mean_shrunk_frac": 0.1, "mean_p": 0.9}
+    assert RULE_STRUCTURAL(ok).verdict.value == "CONFIRMED"
+    assert RULE_STRUCTURAL({**ok, "max_unselected_nonzero": 3}).verdict.value == "REFUTED"
+    assert RULE_STRUCTURAL({**ok, "max_identity_err": 0.1}).verdict.value == "REFUTED"
+    none = {**ok, "max_unselected_frac": 0.0, "max_shrunk_frac": 0.0}
+    assert RULE_STRUCTURAL(none).verdict.value == "INCONCLUSIVE"
+    assert RULE_STRUCTURAL({**ok, "rounds_checked": 0}).verdict.value == "INCONCLUSIVE"
+
+
+def test_collapse_global_is_a_measurement_outside_the_verdict():
+    from audit.experiments.flayer_masked_zero import CLAIM, RULE_COLLAPSE_GLOBAL
+
+    big = _tw([b + 0.3 for b in _B], _B)
+    part = RULE_COLLAPSE_GLOBAL({"three_way": big, "best": "selector-mean"},
+                                params={"rule": big.text()})
+    assert part.verdict.value == "INCONCLUSIVE" and part.kind == "measurement"
+    assert "CONFIRMED" in part.reason  # says which way the global reading pushes
+    assert CLAIM.combination.parts == ("structural", "collapse")

@@ -150,3 +150,184 @@ def test_simulate_killed_midway_resumes_to_the_uninterrupted_output(tmp_path, mo
     for a, b in zip(f_full, f_res):
         assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
     assert list(tmp_path.iterdir()) == []
+
+
+# ------------------------------------------------------------------ local layers (keep)
+def test_keep_client_takes_only_the_aggregated_layers_from_the_cluster_model():
+    alg = G.GeneFL(1, "top", local_layers="keep")
+    alg.state_layers = {"a": ["a.w"], "b": ["b.w", "b.running_mean"]}
+    mine = {"a.w": torch.zeros(2), "b.w": torch.zeros(3), "b.running_mean": torch.zeros(3)}
+    recv = {k: torch.ones_like(v) for k, v in mine.items()}
+    assert alg.client_init(recv, None, 0, 1)["a.w"].sum() == 2  # first round: received
+    alg.shared = ["b"]
+    out = alg.client_init(recv, mine, 0, 2)
+    assert out["a.w"].sum() == 0 and out["b.w"].sum() == 3 and out["b.running_mean"].sum() == 3
+    reset = G.GeneFL(1, "top", local_layers="reset")
+    assert reset.update_client_state(None, recv, mine, 0, 1) is None
+    assert reset.client_init(recv, mine, 0, 2)["a.w"].sum() == 2
+    with pytest.raises(ValueError, match="local_layers"):
+        G.GeneFL(1, "top", local_layers="other")
+
+
+def test_planted_accuracy_loses_about_the_planted_effect():
+    net = torch.nn.Linear(4, 10)
+    x = torch.randn(4000, 4, generator=torch.Generator().manual_seed(0))
+    with torch.no_grad():
+        y = net(x).argmax(1)  # a model that is right on every example
+    st = {k: v.clone() for k, v in net.state_dict().items()}
+    acc = G.planted_accuracy(net, st, x, y, 0.1, 10, np.random.default_rng(0))
+    assert acc == pytest.approx(0.9, abs=1e-12)  # exactly 400 of 4000 relabelled
+    assert G.planted_accuracy(net, st, x, y, 0.0, 10, np.random.default_rng(0)) == 1.0
+
+
+# ------------------------------------------------- inverted cosine: parts, driven by hand
+from audit import stats  # noqa: E402
+from audit.verdict import Outcome, premise_gate  # noqa: E402
+
+
+def _ic():
+    from audit.experiments import genefl_inverted_cosine as IC
+
+    return IC
+
+
+def test_direction_reaches_each_declared_outcome_and_is_a_derivation():
+    IC = _ic()
+    assert IC.RULE_DIRECTION.kind == "derivation"
+    ok = {"size": "equal", "untouched_higher": True}
+    bad = {"size": "equal", "untouched_higher": False}
+    other = {"size": "perturbed smaller", "untouched_higher": False}
+    ev = lambda rows: {"pairs": rows, "n_models": 1, "delta": 0.5}  # noqa: E731
+    got = {IC.RULE_DIRECTION(ev(r), params={"delta": 0.5}).verdict
+           for r in ([ok, other], [ok, bad], [other])}
+    assert got == {Outcome.CONFIRMED, Outcome.REFUTED, Outcome.INCONCLUSIVE}
+
+
+def test_selection_reaches_each_outcome_and_prints_its_thresholds():
+    IC = _ic()
+    base = {"rho": 0.9, "n_updates": 5, "j_high": 0.8, "j_low": 0.5}
+    cases = {Outcome.CONFIRMED: (0.9, 0.9), Outcome.REFUTED: (0.3, 0.9),
+             Outcome.INCONCLUSIVE: (0.6, 0.6)}
+    for want, (js, jz) in cases.items():
+        p = IC.RULE_SELECTION({**base, "j_stable": js, "j_size": jz},
+                              params={"j_high": 0.7, "j_low": 0.4})
+        assert p.verdict == want and "at least 0.7" in p.rule
+
+
+def _accuracy_part(a, b, sensitive=True, d=0.02):
+    IC = _ic()
+    tw = stats.three_way(a, b, margin=0.0, equivalence_margin=d, alpha=0.05,
+                         sensitive=sensitive)
+    return IC.RULE_ACCURACY({"three_way": tw, "sens_txt": "", "resolution": 0.005},
+                            params={"rule": stats.three_way_text(0.0, d, 0.05, len(a))}), tw
+
+
+def test_accuracy_part_both_directions_and_the_premise_gate():
+    IC = _ic()
+    top = np.array([0.80, 0.82, 0.78, 0.81, 0.79])
+    # top clearly beats bottom: against the reviewer
+    p, _ = _accuracy_part(top, top - np.array([0.10, 0.12, 0.09, 0.11, 0.10]))
+    assert p.verdict == Outcome.REFUTED and p.resolution == 0.005
+    # bottom beats top: for the reviewer
+    p, _ = _accuracy_part(top, top + np.array([0.10, 0.12, 0.09, 0.11, 0.10]))
+    assert p.verdict == Outcome.CONFIRMED
+    # equivalent (within d), sensitive: for the reviewer; not sensitive: undecided
+    eq = top + np.array([0.001, -0.001, 0.0005, -0.0005, 0.0])
+    assert _accuracy_part(top, eq)[0].verdict == Outcome.CONFIRMED
+    assert _accuracy_part(top, eq, sensitive=False)[0].verdict == Outcome.INCONCLUSIVE
+    # noisy: undecided
+    noisy = top + np.array([0.2, -0.2, 0.15, -0.1, 0.0])
+    assert _accuracy_part(top, noisy)[0].verdict == Outcome.INCONCLUSIVE
+    # the premise: reproduced lets REFUTED through; not reproduced / undecided gate it
+    p, _ = _accuracy_part(top, top - 0.1)
+    for d_nog, status in ((0.1, "reproduced"), (-0.1, "not reproduced")):
+        ptw = stats.three_way(top, top - d_nog + np.array([0.001, -0.001, 0, 0.002, -0.002]),
+                              margin=0.0, equivalence_margin=0.02, alpha=0.05)
+        prem = IC._premise_decide(ptw, 0.02)
+        assert prem.status == status
+        gated = premise_gate(p, prem)
+        assert gated.verdict == (Outcome.REFUTED if status == "reproduced"
+                                 else Outcome.INCONCLUSIVE)
+
+
+def test_combination_lets_the_reviewers_test_refute():
+    IC = _ic()
+    from audit.verdict import Part
+
+    mk = lambda i, v: Part(i, v, "", "")  # noqa: E731
+    parts = [mk("direction", Outcome.CONFIRMED), mk("selection", Outcome.CONFIRMED),
+             mk("accuracy-top-vs-bottom", Outcome.REFUTED)]
+    assert IC.COMBINATION(parts) == Outcome.REFUTED
+    parts[2] = mk("accuracy-top-vs-bottom", Outcome.CONFIRMED)
+    assert IC.COMBINATION(parts) == Outcome.CONFIRMED
+    assert "accuracy-top-vs-bottom" in IC.COMBINATION.parts
+
+
+def test_composite_calibration_under_a_global_null():
+    # The composite: all_of(direction [derivation, CONFIRMED], selection [fixed],
+    # accuracy gated by the premise). Global null for the reviewer's test: top and
+    # bottom equal (true difference 0 = the margin). A false REFUTED of the claim needs
+    # the accuracy part SUPPORTED ("top beats bottom") AND the premise reproduced; a
+    # false CONFIRMED at the boundary (true top - bottom = +d) needs a false equivalence.
+    # Both must stay at or below nominal alpha plus 3 Monte-Carlo SE, for every shape.
+    from audit import calibration as C
+
+    rng = np.random.default_rng(20261201)
+    reps, n, alpha = 4000, 5, 0.05
+    for dist in ("normal", "skewed", "heavy", "accuracy"):
+        sd, d = C._scales(dist, rng)
+        # the premise drawn independently with a large true gain (3 SD): reproduced in
+        # most replicates, the worst case for the gate (it rarely blocks an error)
+        prem = C.draw(dist, (reps, n), rng, 3 * sd, sd)
+        prem_ok = stats.three_way_codes(prem, margin=0.0, equivalence_margin=d,
+                                        alpha=alpha).codes == stats.SUPPORTED
+        assert prem_ok.mean() > 0.5
+        null = C.draw(dist, (reps, n), rng, 0.0, sd)
+        c = stats.three_way_codes(null, margin=0.0, equivalence_margin=d, alpha=alpha).codes
+        false_refuted = np.mean((c == stats.SUPPORTED) & prem_ok)
+        assert false_refuted <= alpha + 3 * C.mc_se(alpha, reps), (dist, false_refuted)
+        edge = C.draw(dist, (reps, n), rng, d, sd)
+        c = stats.three_way_codes(edge, margin=0.0, equivalence_margin=d,
+                                  alpha=alpha).by_equivalence
+        false_confirmed = np.mean(c & prem_ok)
+        assert false_confirmed <= alpha + 3 * C.mc_se(alpha, reps), (dist, false_confirmed)
+
+
+# ------------------------------------------------------- uplink bytes: parts, by hand
+def test_uplink_parts_reach_each_declared_outcome_and_are_derivations():
+    from audit.experiments import genefl_uplink_bytes as UB
+
+    for rule in (UB.RULE_RATIO, UB.RULE_ONCE, UB.RULE_FORMULA):
+        assert rule.kind == "derivation"
+    ev = lambda a, b: {"ratio_bidirectional": a, "ratio_bidirectional_selected": b,  # noqa
+                       "threshold": 0.25}
+    got = {UB.RULE_RATIO(ev(*x), params={"threshold": 0.25}).verdict
+           for x in ((0.6, 0.6), (0.2, 0.2), (0.6, 0.2))}
+    assert got == {Outcome.CONFIRMED, Outcome.REFUTED, Outcome.INCONCLUSIVE}
+
+    def once(ratios):
+        sweep = [{"participants": 10 * (i + 1), "ratio": r, "ratio_selected": r}
+                 for i, r in enumerate(ratios)]
+        return UB.RULE_ONCE({"threshold_once": 0.5, "sweep": sweep, "assumed": sweep[0],
+                             "n_assumed": 100},
+                            params={"threshold_once": 0.5, "n_lo": 10,
+                                    "n_hi": 10 * len(ratios)})
+
+    assert once([0.6, 0.7]).verdict == Outcome.CONFIRMED
+    assert once([0.2, 0.3]).verdict == Outcome.REFUTED
+    p = once([0.2, 0.6])
+    assert p.verdict == Outcome.INCONCLUSIVE and "from P = 20" in p.reason
+    row = {"reading": "x", "value_gb": 42.66, "has_x2": True, "reproduces": True}
+    assert UB.RULE_FORMULA({"formula": [row]}, params={"rounds": 100, "tol": 0.01}
+                           ).verdict == Outcome.REFUTED
+    assert UB.RULE_FORMULA({"formula": [{**row, "reproduces": False}]},
+                           params={"rounds": 100, "tol": 0.01}).verdict == Outcome.CONFIRMED
+
+
+def test_participants_sweep_ends():
+    from audit.experiments.genefl_uplink_bytes import client_counts, participants
+
+    assert participants(100, 10, 10) == 10
+    assert participants(100, 10, 100) == 100  # every client takes part (seeded draw)
+    assert participants(3, 10, 1000) <= 30
+    assert client_counts(100, 10)[0] == 10 and client_counts(100, 10)[-1] == 1000

@@ -80,3 +80,21 @@ def test_a_lock_recorded_with_other_seeds_is_not_compared(suite):
                                  "toy-claim*CONFIRMED*locked=none*seeds=[[]0, 1, 2[]]"])
     suite("REFUTED", "--audit-seeds", "0,1,2,3,4",
           lock_seeds=[0, 1, 2, 3, 4]).assert_outcomes(failed=1)  # same seeds: a flip
+
+
+def test_a_sequential_lock_is_reproduced_with_its_looks(suite, pytester):
+    # a lock recorded by --until-decided carries its plan; the plugin reruns the looks and
+    # compares the verdict and the seeds it stopped at
+    def write(seeds):
+        suite.locks.write_text(json.dumps({"toy-claim": {"smoke": {
+            "verdict": "CONFIRMED", "parts": {"gain": "CONFIRMED"}, "seeds": seeds,
+            "plan": {"looks": [5, 10, 20], "spending": "pocock"}}}}))
+
+    write([0, 1, 2, 3, 4])
+    result = pytester.runpytest_subprocess("-p", "audit.pytest_plugin")
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(["toy-claim*CONFIRMED*locked=CONFIRMED*seeds=[[]0, 1, 2, 3, 4[]]"])
+    write(list(range(10)))  # the lock stopped later: the run must say so, not skip
+    result = pytester.runpytest_subprocess("-p", "audit.pytest_plugin")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*sequential run stopped with seeds [[]0, 1, 2, 3, 4[]]*"])

@@ -15,11 +15,27 @@ def data(toy, tmp_path):
     return report.to_json(res)
 
 
-def test_markdown_opens_with_verdict_and_claim(data):
+def test_markdown_opens_with_premise_verdict_and_stability(data):
     md = report.render_markdown(data).splitlines()
     assert md[0] == "# toy-claim: toy"
-    assert md[2].startswith("**Verdict on the reviewer's claim: CONFIRMED** (locked: CONFIRMED)")
-    assert md[4].startswith("Paper: FLAYER, arXiv 2412.07062v3")
+    assert md[2].startswith("**Premise** (the paper's own effect, measured first): better "
+                            "scores above base")
+    assert md[2].rstrip().endswith("toy premise: the mean gain is positive")
+    assert "**reproduced**" in md[2]
+    assert md[4].startswith("**Verdict on the reviewer's claim: CONFIRMED** (locked: CONFIRMED)")
+    assert md[6].startswith("Stability (stable): leave-one-seed-out: 5 of 5 subsets give the "
+                            "same verdict; moving one seed's metric by")
+    assert md[8].startswith("Paper: FLAYER, arXiv 2412.07062v3")
+
+
+def test_json_carries_premise_stability_and_part_fields(data):
+    assert data["premise"]["status"] == "reproduced"
+    assert data["stability"]["loo_total"] == 5 and data["stability"]["loo_agree"] == 5
+    part = data["parts"][0]
+    assert part["kind"] == "experiment"
+    assert part["reachable"] == ["CONFIRMED", "REFUTED", "INCONCLUSIVE"]
+    assert part["flip"] > 0 and part["resolution"] == 0.01 and part["fragile"] is False
+    assert data["looks"] == [] and data["plan"] is None
 
 
 def test_markdown_has_every_section(data):

@@ -20,7 +20,6 @@ from statsmodels.stats.power import TTestPower
 from statsmodels.stats.weightstats import DescrStatsW
 
 from audit.stats import (
-    BOOTSTRAP_MIN_N,
     Interval,
     PairedDifference,
     bootstrap_interval,
@@ -85,17 +84,16 @@ def test_mean_interval_on_sleep_differences_matches_r():
     assert_allclose([est.low, est.high], [0.7001142, 2.4598858], atol=1e-7)
 
 
-@pytest.mark.parametrize(
-    ("n", "expected"),
-    [pytest.param(3, "t", id="n3-t"), pytest.param(9, "t", id="n9-t"),
-     pytest.param(10, "bca", id="n10-bca"), pytest.param(15, "bca", id="n15-bca")],
-)
-def test_auto_method_switches_at_ten_pairs(n, expected):
+@pytest.mark.parametrize("n", [pytest.param(n, id=f"n{n}") for n in (3, 9, 10, 15, 50)])
+def test_auto_method_is_student_t_at_every_n(n):
+    # BCa inside the three-way rule measured 0.05-0.06 false SUPPORTED at n = 10 (nominal
+    # 0.025); "auto" no longer switches to it at any n.
     rng = np.random.default_rng(20240601)
     a, b = rng.normal(size=n), rng.normal(size=n)
     res = paired_difference(a, b, rng=np.random.default_rng(1), n_resamples=999)
-    assert BOOTSTRAP_MIN_N == 10
-    assert res.method == expected
+    assert res.method == "t"
+    ref = stats.ttest_rel(a, b).confidence_interval(0.95)
+    assert_allclose([res.low, res.high], [ref.low, ref.high], rtol=1e-12)
 
 
 def test_bca_matches_direct_scipy_bootstrap_call():
@@ -459,14 +457,16 @@ def test_three_way_inconclusive_reports_mde_and_seeds_needed():
     assert res.seeds_needed == _nct_seeds_needed(abs(d.mean()) / sd)
 
 
-def test_three_way_large_n_needs_rng_and_uses_bca():
+def test_three_way_large_n_uses_hall_t_and_ignores_the_generator():
     rng = np.random.default_rng(99)
     b = rng.normal(size=12)
     a = b + 1.0 + 0.2 * rng.normal(size=12)
     with pytest.raises(TypeError, match="rng must be a numpy.random.Generator"):
         three_way(a, b, equivalence_margin=0.1, rng="not a generator")
     res = three_way(a, b, equivalence_margin=0.1, rng=np.random.default_rng(0))
-    assert res.difference.method == "bca" and res.outcome == "SUPPORTED"
+    assert res.difference.method == "hall" and res.outcome == "SUPPORTED"
+    other = three_way(a, b, equivalence_margin=0.1, rng=np.random.default_rng(12345))
+    assert other.difference.confidence_interval() == res.difference.confidence_interval()
 
 
 # --------------------------------------------------------------------------- #
@@ -516,8 +516,11 @@ def test_calibration_large_effect_is_supported():
     a = b + 3.0 + rng.normal(size=(reps, n))
     rate = np.mean([three_way(a[i], b[i], equivalence_margin=0.5).outcome == "SUPPORTED"
                     for i in range(reps)])
+    # Hall's skewness correction costs power at n = 5 (the skewness estimate is noisy):
+    # measured 0.958 here against the plain t test's 0.998, the price of holding the
+    # level under skewed differences (audit/calibration.py); never more than t's power.
     assert rate >= 0.95
-    assert rate >= ref_power - 3 * _mc_se(ref_power, reps) - 1e-3
+    assert rate <= ref_power + 3 * _mc_se(ref_power, reps)
 
 
 def test_three_way_supported_takes_precedence_over_equivalence():
@@ -534,14 +537,12 @@ def test_mean_interval_constant_values_collapse():
     assert est.sd == 0.0 and est.low == est.high == pytest.approx(0.9)
 
 
-def test_three_way_at_ten_or_more_pairs_needs_no_rng_and_is_reproducible():
-    # BCa from 10 pairs on: without an rng the rule uses a fixed-seed generator, so the
-    # same data give the same interval and outcome (a verdict must be repeatable).
+def test_three_way_at_ten_or_more_pairs_is_reproducible():
     rng = np.random.default_rng(11)
     a, b = rng.normal(1.0, 1.0, 12), rng.normal(0.0, 1.0, 12)
     first, second = three_way(a, b, equivalence_margin=0.1), \
         three_way(a, b, equivalence_margin=0.1)
-    assert first.difference.method == "bca"
+    assert first.difference.method == "hall"
     assert first.difference.confidence_interval() == second.difference.confidence_interval()
     assert first.outcome == second.outcome
 

@@ -14,7 +14,7 @@ from audit import stats
 from audit.claims import (FLAYER, Analysis, Arm, Claim, Figure, PaperNumber, RecordRef,
                           RunSpec, Table)
 from audit.runner import results_table
-from audit.verdict import ALL_PARTS, Estimate, Outcome, Rule
+from audit.verdict import ALL_PARTS, Estimate, Premise, Rule, on_reviewer
 
 CALLS: list[RunSpec] = []  # every unit actually computed (tests count cache hits with it)
 
@@ -31,19 +31,22 @@ def run(spec: RunSpec, ctx) -> dict:
 
 
 def _decide(tw):
-    outcome = {"SUPPORTED": Outcome.CONFIRMED, "FALSIFIED": Outcome.REFUTED,
-               "INCONCLUSIVE": Outcome.INCONCLUSIVE}[tw.outcome]
+    outcome = on_reviewer(tw.outcome, holds_when="SUPPORTED")
     needs = "" if tw.seeds_needed is None else f"about {tw.seeds_needed} seeds"
-    return outcome, tw.reason, needs
+    return outcome, tw.reason, needs, {"flip": tw.flip, "resolution": 0.01, "unit": "score"}
 
 
-RULE = Rule("gain", "Paired t on per-seed scores (alpha 0.05): CONFIRMED when the 95% CI "
-            "of better - base lies above 0, REFUTED when TOST shows |diff| < 0.05.", _decide)
+RULE = Rule("gain", "Three-way rule on per-seed scores better - base (alpha {alpha:.4g}, "
+            "n = {n}): CONFIRMED when the {level:.4g}% CI lies above 0, REFUTED when it "
+            "lies within (-{d:g}, +{d:g}) or below 0.", _decide)
 
 
 def analyse(results, ctx) -> Analysis:
     arr = results_table(results, "score", ["base", "better"], ctx.seeds)
-    tw = stats.three_way(arr["better"], arr["base"], margin=0.0, equivalence_margin=0.05)
+    alpha = 0.05 * getattr(ctx, "alpha_fraction", 1.0)
+    d_margin = float(ctx.config.get("equivalence_margin", 0.05))
+    tw = stats.three_way(arr["better"], arr["base"], margin=0.0, equivalence_margin=d_margin,
+                         alpha=alpha)
     d = tw.difference
     est = (Estimate("gain", d.mean, d.low, d.high, d.level, d.n, d.method),
            Estimate("n_arms", 2))
@@ -53,7 +56,11 @@ def analyse(results, ctx) -> Analysis:
     table = Table("per seed", ("seed", "base", "better"),
                   tuple((s, float(a), float(b)) for s, a, b in
                         zip(ctx.seeds, arr["base"], arr["better"])))
-    return Analysis(est, (RULE(tw),), (table,), (fig,), ("A toy.",))
+    params = {"alpha": alpha, "n": d.n, "level": 100 * (1 - alpha), "d": d_margin}
+    premise = Premise("better scores above base", "reproduced" if d.mean > 0 else
+                      "undecided", "toy premise: the mean gain is positive", est[0])
+    return Analysis(est, (RULE(tw, params=params),), (table,), (fig,), ("A toy.",),
+                    premise=premise)
 
 
 CLAIM = Claim(
@@ -61,7 +68,8 @@ CLAIM = Claim(
     title="toy", statement="A toy statement for harness tests.",
     arms=(Arm("base", "baseline"), Arm("better", "adds the effect", "toy Eq. 1")),
     rules=(RULE,), combination=ALL_PARTS, stochastic=True,
-    scales={"smoke": {"effect": 1.0, "noise": 0.05}, "full": {"effect": 0.0, "noise": 0.5}},
+    scales={"smoke": {"effect": 1.0, "noise": 0.05, "equivalence_margin": 0.05},
+            "full": {"effect": 0.0, "noise": 0.5, "equivalence_margin": 0.05}},
     run=run, analyse=analyse,
     paper_numbers=(PaperNumber("toy gain", 1.2, "Table 1", ours="gain"),),
 )

@@ -419,3 +419,42 @@ def shuffle_targets(fed: FederatedData, clients: Sequence[int],
                            c.x_test, c.y_test)
         out.append(c)
     return FederatedData(out, fed.x_test, fed.y_test, fed.num_classes, fed.name + "+noisy")
+
+
+# ============================================================ 5. a planted, known handicap
+def token_losses(model: torch.nn.Module, state: State, x: torch.Tensor, y: torch.Tensor,
+                 batch_size: int = 1024) -> np.ndarray:
+    """Per-token next-token cross-entropy (nats, float64) of ``state`` on (x, y)."""
+    was = model.training
+    model.eval()
+    out = []
+    with torch.no_grad():
+        for i in range(0, len(y), batch_size):
+            logits = torch.func.functional_call(model, dict(state), (x[i:i + batch_size],))
+            out.append(torch.nn.functional.cross_entropy(
+                logits.flatten(0, 1).double(), y[i:i + batch_size].flatten(),
+                reduction="none").cpu().numpy())
+    model.train(was)
+    return np.concatenate(out) if out else np.zeros(0)
+
+
+def planted_abstention(losses: np.ndarray, vocab: int, rel: float,
+                       rng: np.random.Generator) -> dict:
+    """A calibrated handicap that goes through the model's own predictions: on a random
+    fraction ``f`` of the test tokens the model abstains (predicts the uniform
+    distribution, loss log V there). ``f`` is set so that the EXPECTED rise of the
+    perplexity is the fraction ``rel``: f = log(1 + rel) / (log V - mean loss); the
+    realised rise varies with which tokens are drawn (a token the model predicts well
+    costs more). Returns the planted mean loss, f, the number of tokens replaced."""
+    losses = np.asarray(losses, dtype=np.float64)
+    n = losses.size
+    logv = math.log(vocab)
+    room = logv - float(losses.mean())
+    if n == 0 or room <= 0:  # no better than uniform: abstaining cannot hurt
+        return {"loss": float(losses.mean()) if n else math.nan, "f": math.nan, "k": 0}
+    f = min(1.0, math.log1p(rel) / room)
+    k = int(round(f * n))
+    idx = rng.choice(n, k, replace=False)
+    planted = losses.copy()
+    planted[idx] = logv
+    return {"loss": float(planted.mean()), "f": f, "k": k}

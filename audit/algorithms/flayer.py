@@ -25,10 +25,15 @@ the released code; every place where it departs from the printed equations is ma
 ``# as-released:`` on its line. ``fedavg`` is plain FedAvg (McMahan et al. 2017) on the
 same model, data and seeds.
 
-What "layer" means: the paper indexes layers ``i = 1..L``; we take every parameter
-tensor (``model.named_parameters()`` order) as one layer, so a conv's weight and its
-bias are two layers. This is our reading; it is the one under which deeper models put
-more tensors at the 0.1 floor.
+What "layer" means: the paper indexes layers ``i = 1..L`` and does not say whether a
+layer is a parameter tensor or a module. ``Options.layer_unit`` makes it a stated choice:
+``"tensor"`` (the default, every ``model.named_parameters()`` entry is one layer, so a
+conv's weight and bias are two layers) or ``"module"`` (every module that owns parameters,
+conv, linear or norm, is one layer; its weight and bias share i). On the smoke CNN
+(3 modules, 6 tensors) the first weight keeps 1/6 of its coordinates under "tensor" and
+1/3 under "module": the tensor reading masks more, so it is the harsher one for the
+printed server rule (it pushes towards a collapse of the literal arm); the audit runs
+the module reading as a sweep.
 """
 from __future__ import annotations
 
@@ -47,7 +52,8 @@ from audit.fl.models import layer_names, layer_of, weight_layers
 
 __all__ = [
     "ARMS", "CORRECTED", "FLAYER", "FedAvgTracked", "SERVER_RULES", "eq4_multiplier",
-    "head_mix", "kernel_slice_mask", "make_algorithm", "structure_metrics", "topk_mask",
+    "LAYER_UNITS", "head_mix", "kernel_slice_mask", "make_algorithm", "structure_metrics",
+    "topk_mask",
     "upload_fraction",
 ]
 
@@ -62,6 +68,7 @@ CORRECTED = ("carry-over", "selector-mean", "masked-delta")
 ARMS = ("literal", "carry-over", "selector-mean", "masked-delta", "as-released", "fedavg")
 
 GRAD_NORM_FLOOR = 1e-12  # see eq4_multiplier
+LAYER_UNITS = ("tensor", "module")
 
 
 # ----------------------------------------------------------------------------- equations
@@ -222,6 +229,12 @@ class Options:
         default (see FLAYER.param_lr_scale).
     probe_samples: how many of a client's training samples give the gradient of Eq. 4
         (0: the local batch size, i.e. the client's first minibatch-sized slice).
+    layer_unit: what i and L of Eqs. 4 and 9 count: "tensor" (every parameter tensor) or
+        "module" (every module owning parameters; weight and bias share i). See the module
+        docstring: the paper does not say.
+    write_back: as-released: the masks are written into the client's own model (the
+        release masks a shared-memory view on the CPU), so the local model the client
+        keeps for Eq. 2 is theta * M, not theta.
     """
 
     head_layers: int = 1
@@ -230,6 +243,12 @@ class Options:
     released: bool = False
     released_lr_factor: float = 1.0
     probe_samples: int = 0
+    layer_unit: str = "tensor"
+    write_back: bool = False
+
+    def __post_init__(self):
+        if self.layer_unit not in LAYER_UNITS:
+            raise ValueError(f"layer_unit must be one of {LAYER_UNITS}; got {self.layer_unit!r}")
 
 
 class FLAYER(_Tracked, Algorithm):
@@ -247,8 +266,15 @@ class FLAYER(_Tracked, Algorithm):
         self._track_setup(model)
         self.model, self.fed, self.cfg = model, fed, config
         self.bkeys = [n for n, _ in model.named_buffers()]
-        L = len(self.pkeys)
-        self.index = {k: i for i, k in enumerate(self.pkeys, 1)}  # i of Eqs. 4 and 9
+        self.tindex = {k: i for i, k in enumerate(self.pkeys, 1)}  # tensor positions
+        if self.opt.layer_unit == "module":
+            mods = list(self.layers)  # weight-bearing modules, input to output
+            self.index = {k: mods.index(layer_of(k)) + 1 for k in self.pkeys}
+            L = len(mods)
+        else:
+            self.index = dict(self.tindex)  # i of Eqs. 4 and 9
+            L = len(self.pkeys)
+        self.L = L
         cap = 0.9 if self.opt.released else self.opt.up_cap  # as-released: cap 0.9, not 1
         self.up = {k: upload_fraction(i, L, self.opt.up_floor, cap)
                    for k, i in self.index.items()}
@@ -291,7 +317,7 @@ class FLAYER(_Tracked, Algorithm):
 
     def param_lr_scale(self, params, client_id, round, epoch, last_grads):
         """Eq. 4 per tensor: 1 + log(1 + 1/||g_i||) * i / L."""
-        L = len(self.pkeys)
+        L = self.L
         if epoch > 0 and not self.opt.released:
             # printed: one rate per tensor for the round (set when local training starts)
             return self._lr_cache.get((client_id, round))
@@ -317,14 +343,23 @@ class FLAYER(_Tracked, Algorithm):
         acc, _ = evaluate(self.model, after, x, y)
         acc = 0.0 if math.isnan(acc) else acc  # no samples: take the global head
         self._lr_cache.pop((client_id, round), None)
-        return {"local": {k: v.detach().clone() for k, v in after.items()}, "a_local": acc}
+        local = {k: v.detach().clone() for k, v in after.items()}
+        if self.opt.released and self.opt.write_back:
+            # as-released: the masks are written into the client's own model, so the
+            # local model kept for Eq. 2 is theta * M (A_l above is taken before masking:
+            # our reading of the order)
+            for k in self.pkeys:
+                m = self._mask(k, after[k] - start[k])
+                if m is not None:
+                    local[k] = local[k] * m
+        return {"local": local, "a_local": acc}
 
     def _mask(self, k: str, change: torch.Tensor) -> Optional[torch.Tensor]:
         frac = self.up[k]
         if not self.opt.released:
             return topk_mask(change, frac)
         L = len(self.pkeys)
-        if self.index[k] > L - 2:
+        if self.tindex[k] > L - 2:
             return None  # as-released: the last two tensors (head) always go up in full
         if change.dim() == 2:
             return None  # as-released: 2-D Linear weights are never masked
@@ -349,15 +384,22 @@ class FLAYER(_Tracked, Algorithm):
         return Upload(state, mask, float(n_samples))
 
 
-def make_algorithm(arm: str, head_layers: int = 1, released_lr_factor: float = 1.0) -> Algorithm:
-    """The algorithm of one arm of the audit (see the module docstring)."""
+def make_algorithm(arm: str, head_layers: int = 1, released_lr_factor: float = 1.0,
+                   layer_unit: str = "tensor", write_back: bool = True) -> Algorithm:
+    """The algorithm of one arm of the audit (see the module docstring).
+
+    ``released_lr_factor`` and ``write_back`` apply to ``as-released`` only (the release
+    multiplies the CNN's rates by 20: the caller passes 20 for a CNN); ``layer_unit``
+    to every FLAYER arm."""
     if arm == "fedavg":
         return FedAvgTracked()
     if arm == "as-released":
         # as-released: selector-mean + carry-over on the server (not line 12)
         return FLAYER(chain(selector_mean()),
                       Options(head_layers=head_layers, released=True,
-                              released_lr_factor=released_lr_factor), name=arm)
+                              released_lr_factor=released_lr_factor,
+                              layer_unit=layer_unit, write_back=write_back), name=arm)
     if arm in SERVER_RULES:
-        return FLAYER(SERVER_RULES[arm], Options(head_layers=head_layers), name=arm)
+        return FLAYER(SERVER_RULES[arm], Options(head_layers=head_layers,
+                                                 layer_unit=layer_unit), name=arm)
     raise ValueError(f"unknown FLAYER arm {arm!r}; arms: {', '.join(ARMS)}")

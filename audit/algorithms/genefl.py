@@ -18,6 +18,17 @@ code of the authors; none was released):
   only its nearest cluster's learnGene Theta^G_k (line 10) and starts from
   theta = [theta_0 ; Theta^G_k] (fresh initial weights where the gene has no layer).
 
+Local layers (issue 16, item 7): as printed, a participating client starts every round
+from the FULL cluster model (Algorithm 1 line 4), so a layer that nobody uploads is reset
+to its initial value every round and never learns; with top-gamma (the smallest layers)
+that is nearly every weight of the network, and the known clients' models barely learn.
+``local_layers="reset"`` is that literal reading. ``local_layers="keep"`` (the default
+of the runs, our stated choice) is the partial-sharing reading: every client trains ALL
+layers locally and keeps its own copy of them; what it receives overwrites only the
+layers the cluster aggregated in the last round (those some client uploaded), so the
+never-uploaded layers keep being trained locally. Uploads and aggregation are the same
+in both readings.
+
 The selection arms (issue 6) differ in ONE piece, :func:`select_layers`'s ``mode``:
 ``top`` (as printed), ``bottom``, ``random``; and ``use_dim`` of :func:`layer_score`
 (``top-gamma-no-dim`` drops the 1/dim factor).
@@ -41,6 +52,7 @@ from audit.fl.engine import Algorithm
 from audit.fl.models import layer_names, layer_of
 
 SELECTION_MODES = ("top", "bottom", "random")
+LOCAL_LAYERS = ("keep", "reset")
 
 
 # ------------------------------------------------------------------------- the score
@@ -199,14 +211,23 @@ class GeneFL(Algorithm):
             minibatches of the squared minibatch gradient of the cross-entropy at Theta_k
             (an empirical-Fisher shortcut: deviation from per-sample squared gradients).
         seed: for the random arm.
+        local_layers: ``"keep"`` (clients keep their own copy of every layer and receive
+            only the aggregated layers; default) or ``"reset"`` (Algorithm 1 line 4
+            literally: start each round from the full cluster model). See the module
+            docstring.
     """
 
     name = "genefl"
 
     def __init__(self, gamma: int, mode: str = "top", use_dim: bool = True,
                  lam_gen: float = 0.01, lam_elg: float = 0.1, fisher_quantile: float = 0.5,
-                 fisher_batches: int = 1, fisher_batch_size: int = 32, seed: int = 0):
+                 fisher_batches: int = 1, fisher_batch_size: int = 32, seed: int = 0,
+                 local_layers: str = "keep"):
         super().__init__()
+        if local_layers not in LOCAL_LAYERS:
+            raise ValueError(f"local_layers must be one of {LOCAL_LAYERS}, got {local_layers!r}")
+        self.local_layers = local_layers
+        self.shared: list[str] = []  # the layers aggregated in the last round
         if mode not in SELECTION_MODES:
             raise ValueError(f"mode must be one of {SELECTION_MODES}, got {mode!r}")
         self.gamma, self.mode, self.use_dim = int(gamma), mode, bool(use_dim)
@@ -226,7 +247,21 @@ class GeneFL(Algorithm):
         self._fisher_net = copy.deepcopy(model)
 
     # Algorithm 2 line 7: the full cluster model goes down (the engine's default
-    # broadcast), and Algorithm 1 line 4: the client starts from it (default client_init).
+    # broadcast). Algorithm 1 line 4: the client starts from it (``reset``, the default
+    # client_init); ``keep``: the client's own layers, the aggregated ones replaced.
+    def update_client_state(self, client_state, start, after, client_id, round):
+        if self.local_layers == "reset":
+            return client_state
+        return {k: v.detach().clone() for k, v in after.items()}
+
+    def client_init(self, received, client_state, client_id, round):
+        if self.local_layers == "reset" or not isinstance(client_state, Mapping):
+            return dict(received)
+        out = dict(client_state)
+        for l in self.shared:
+            for k in self.state_layers[l]:
+                out[k] = received[k]
+        return out
 
     def _fisher(self, start, client_id):
         c = self.fed.clients[client_id]
@@ -278,6 +313,10 @@ class GeneFL(Algorithm):
 
     def round_metrics(self, round, global_state, prev_global, uploads, client_ids):
         ups = [u for u in self.updates if u.round == round]
+        # the layers the server averaged this round (some client uploaded them): what a
+        # ``keep`` client takes from the cluster model next round
+        up = {l for u in ups for l in u.selected}
+        self.shared = [l for l in self.layers if l in up]
         total = sum(global_state[k].numel() * global_state[k].element_size()
                     for k in self.pkeys)
         mean_bytes = float(np.mean([u.param_bytes for u in ups])) if ups else float("nan")
@@ -292,13 +331,14 @@ class GeneFL(Algorithm):
         return {"updates": [{"round": u.round, "client": u.client, "cos": dict(u.cos),
                              "xi": dict(u.xi), "selected": list(u.selected),
                              "param_bytes": u.param_bytes} for u in self.updates],
-                "rng": self.rng.bit_generator.state}
+                "rng": self.rng.bit_generator.state, "shared": list(self.shared)}
 
     def load_state_dict(self, state) -> None:
         self.updates = [ClientUpdate(int(d["round"]), int(d["client"]), dict(d["cos"]),
                                      dict(d["xi"]), list(d["selected"]),
                                      int(d["param_bytes"])) for d in state["updates"]]
         self.rng.bit_generator.state = state["rng"]
+        self.shared = list(state.get("shared", []))
 
     def cluster_gene(self, last_round: int) -> list[str]:
         """The cluster learnGene's layers: the gamma layers most often uploaded in
@@ -349,6 +389,30 @@ def finetune(model: nn.Module, state: Mapping[str, torch.Tensor], x: torch.Tenso
     return {k: v.detach().clone() for k, v in net.state_dict().items()}
 
 
+def planted_accuracy(model: nn.Module, state: Mapping[str, torch.Tensor], x: torch.Tensor,
+                     y: torch.Tensor, effect: float, num_classes: int,
+                     rng: np.random.Generator) -> float:
+    """Accuracy of ``state`` on (x, y) after a planted handicap of size ``effect``:
+    k = round(effect x n) of the model's CORRECT test predictions, drawn at random, are
+    relabelled to a random wrong class, so the accuracy falls by exactly k / n (``effect``
+    up to one test example; fewer if the model has fewer correct predictions). Goes
+    through the model's real predictions (issue 16, item 6)."""
+    import copy
+
+    net = copy.deepcopy(model)
+    net.load_state_dict(dict(state))
+    net.eval()
+    with torch.no_grad():
+        pred = net(x).argmax(1).cpu().numpy()
+    yy = y.cpu().numpy()
+    right = np.flatnonzero(pred == yy)
+    k = min(len(right), int(round(max(effect, 0.0) * len(yy))))
+    hit = rng.choice(right, size=k, replace=False) if k else np.array([], dtype=np.int64)
+    pred = pred.copy()
+    pred[hit] = (yy[hit] + rng.integers(1, num_classes, size=k)) % num_classes
+    return float(np.mean(pred == yy))
+
+
 # ---------------------------------------------------------------------- a whole run
 def _cluster_run(c: Mapping, k: int, members: list, fed_k, model_fn, pnames: list,
                  gamma: int, seed: int, mode: str, use_dim: bool, device: str,
@@ -360,7 +424,8 @@ def _cluster_run(c: Mapping, k: int, members: list, fed_k, model_fn, pnames: lis
     from audit.fl.engine import FLConfig, run_federated
 
     alg = GeneFL(gamma, mode, use_dim, c["lam_gen"], c["lam_elg"],
-                 c["fisher_quantile"], seed=seed * 100 + k)
+                 c["fisher_quantile"], seed=seed * 100 + k,
+                 local_layers=c.get("local_layers", "keep"))
     cpr = c.get("clients_per_round")
     cfg = FLConfig(rounds=c["rounds"], clients_per_round=None if cpr is None
                    else min(cpr, len(members)), local_epochs=c["local_epochs"],
@@ -504,20 +569,25 @@ def simulate(config: Mapping, seed: int, mode: str = "top", use_dim: bool = True
         k = nearest_cluster(cl.x_train, cluster_x, c["svd_dim"])
         row = {"client": j, "cluster": k}
         steps = c["finetune_steps"]
-        for name, start, n_steps in (
-                ("gene", inherit(theta0, finals[k], genes[k], sl), steps),
-                ("no-gene", theta0, steps),
-                # the known-worse control for assay sensitivity: a quarter of the steps
-                ("no-gene-short", theta0, max(1, steps // 4))):
-            st = finetune(template, start, cl.x_train, cl.y_train, n_steps,
+        for name, start in (("gene", inherit(theta0, finals[k], genes[k], sl)),
+                            ("no-gene", theta0)):
+            st = finetune(template, start, cl.x_train, cl.y_train, steps,
                           c["finetune_lr"], c["batch_size"],
                           np.random.default_rng([seed, 61, j]))
             row[name] = evaluate(template, st, cl.x_test, cl.y_test)[0]
+            if name == "gene":
+                # the planted handicap for assay sensitivity (issue 16, item 6): the same
+                # model's test predictions, each replaced with probability p by a label
+                # drawn uniformly from the classes, p sized so that the expected loss is
+                # ``plant_effect`` (the equivalence margin) of this client's accuracy
+                row["gene-planted"] = planted_accuracy(
+                    template, st, cl.x_test, cl.y_test, float(c.get("plant_effect", 0.0)),
+                    ds.num_classes, np.random.default_rng([seed, 62, j]))
         agn_rows.append(row)
     out["agnostic"] = agn_rows
     out["agnostic_acc"] = float(np.mean([r["gene"] for r in agn_rows]))
     out["agnostic_acc_nogene"] = float(np.mean([r["no-gene"] for r in agn_rows]))
-    out["agnostic_acc_short"] = float(np.mean([r["no-gene-short"] for r in agn_rows]))
+    out["agnostic_acc_planted"] = float(np.mean([r["gene-planted"] for r in agn_rows]))
     sizes = [len(cl.y_train) for cl in known.clients]
     out["known_acc"] = float(np.average(
         [a for cl in out["clusters"] for a in cl["client_acc"]]))

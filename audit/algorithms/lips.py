@@ -77,8 +77,10 @@ def printed_schedule(s0: float, k: int, rounds: int) -> Schedule:
 
 def released_schedule(s0: float, k: int, rounds: int, T: int = 300) -> Schedule:
     """The released code's schedule (CLAIMS.md section 4): rounds divisible by k with a
-    fixed T = 300, whatever the run's length (so a short run barely decays tau)."""
-    del rounds  # deviation kept on purpose: the release does not tie T to the run length
+    fixed T = 300, whatever the run's length (so a short run barely decays tau). The
+    release's own runs last 300 rounds (T / R = 1); pass ``T=rounds`` for that ratio in a
+    shorter run (the falsifier's ``lips-released-score`` arm does)."""
+    del rounds  # the release does not tie T to the run length; callers choose T
     return Schedule(s0, k, T)
 
 

@@ -1,21 +1,24 @@
 """Falsifier `fedtlu-lower-bound` (FedTLU, arXiv 2412.17692v2; CLAIMS.md section 2).
 
-The reviewer (record 001, skeptic_critique) says three things, one part each here:
+The reviewer (record 001, skeptic_critique) says three things, one or more parts each:
 
 1. The proof of Section IV.C compares two lower bounds, which orders nothing, and for
    eta*L > 2 both bounds are negative, where a step need not lower the loss at all.
-   Parts ``isotropic-test`` (their own concrete test, computed exactly), ``ordering``
-   (a counterexample: the subset's bound is the larger, yet the full step lowers the
-   loss more) and ``vacuous-regime`` (for eta*L > 2 both bounds are negative and there
-   are losses on which both steps raise the loss). Exact: no seeds, no intervals.
+   Derivations (exact arithmetic, no seeds): ``isotropic-test`` (the reviewer's own
+   concrete test; it goes against them), ``ordering`` (a counterexample search: REFUTED if
+   it finds none) and ``vacuous-regime`` (the sign of the bounds for eta*L > 2).
 2. Assumption (b) (||g_S||^2 >= ||g||^2 - delta) is never tied to the score. Part
-   ``assumption-b``: over FL rounds, the share of the squared gradient norm that the
-   blocks FedTLU updates hold, against 1 - delta = 0.95 (the reviewer's delta = 0.05 A).
-3. The reported gains are within noise. Part ``noise``: FedTLU vs Random at the same
-   update portion on a tiny Transformer LM, clean and with 10 % noisy clients, paired
-   over seeds; Full and Last-layer beside them.
+   ``assumption-b`` (experiment): over FL rounds, the share of the squared gradient norm
+   held by the blocks FedTLU updates, against 1 - delta = 0.95. Gated by the premise.
+3. The reported gains are within noise. Part ``noise`` (experiment): FedTLU vs Random at
+   the same update portion on a tiny Transformer LM, clean and with 10 % noisy clients,
+   paired over seeds, equivalence margin = the paper's own Table III gap (0.227 %), with a
+   margin-sized planted handicap for assay sensitivity; Full and Last-layer beside them.
 
-The p-values that decide parts 2 and 3 (three tests) are corrected together with Holm.
+Premise (the paper's effect): FedTLU beats Random in final perplexity (``premise_of``).
+Every decision is ``stats.three_way`` (Hall's skewness-corrected t) at
+0.05 x ctx.alpha_fraction / 3 (Bonferroni over the three experimental tests). The claim's
+verdict is a symmetric vote of all five parts (``COMBINATION``).
 """
 from __future__ import annotations
 
@@ -32,7 +35,8 @@ from audit.algorithms import fedtlu as tlu
 from audit.claims import (FEDTLU, RECORDS, Analysis, Arm, AuditError, Claim, Figure,
                           PaperNumber, RecordRef, RunContext, RunSpec, Table)
 from audit.runner import results_table
-from audit.verdict import Combination, Estimate, Outcome, Rule
+from audit.verdict import (Combination, Estimate, Outcome, Premise, Rule, on_reviewer,
+                           premise_gate)
 
 CLAIM_ID = "fedtlu-lower-bound"
 ARMS = ("fedtlu", "random", "full", "last", "none")
@@ -40,25 +44,30 @@ SETTINGS = ("clean", "noisy")
 EXACT = RunSpec(arm="exact", seed=None, setting="proof")
 ALPHA = 0.05
 ONE_MINUS_DELTA = 0.95  # the reviewer's delta = 0.05 * A, as a share of A
-EQUIV_REL = 0.01  # TOST margin: 1 % of the Random arm's mean final perplexity
-PAPER_GAP_REL = (1.768 - 1.764) / 1.764  # Table III, global perplexity, as a fraction
+# The size of the paper's FedTLU-Random gap, Table III (Transformer, FedAvg, noisy
+# clients, global perplexity 1.768 vs 1.764; there FedTLU's is the higher), as a fraction of
+# the perplexity: 0.227 %, the larger of the two gaps quoted (Table I: 0.047 %). It is the
+# source of the noise part's equivalence margin (config ``equiv_rel``): "within noise" then
+# means "smaller than the gap the paper itself reports", fixed before any run.
+PAPER_GAP_REL = (1.768 - 1.764) / 1.764
+N_TESTS = 3  # Bonferroni family: assumption-b and the two settings of `noise`
 
 _LM = dict(d_model=16, n_heads=2, n_layers=4)
 SCALES = {
     "smoke": dict(dataset="stdlib-chars", max_chars=6_000, seq_len=16, n_clients=10,
                   rounds=14, local_epochs=1, batch_size=17, lr=0.6, portion=0.5,
                   noisy_fraction=0.1, probe_windows=128, threads=1, **_LM,
-                  n_random=20_000),
+                  n_random=20_000, equiv_rel=PAPER_GAP_REL),
     "full": dict(dataset="stdlib-chars", max_chars=120_000, seq_len=32, n_clients=20,
                  rounds=60, local_epochs=2, batch_size=32, lr=0.5, portion=0.5,
                  noisy_fraction=0.1, probe_windows=256, threads=2, d_model=64, n_heads=4,
-                 n_layers=6, n_random=200_000),
+                 n_layers=6, n_random=200_000, equiv_rel=PAPER_GAP_REL),
     # the paper's Transformer on Penn Treebank: the sizes are our guess at a small
     # word-level setting (the paper's exact hyper-parameters are not restated here)
     "paper": dict(dataset="ptb", seq_len=35, n_clients=10, rounds=100, local_epochs=1,
                   batch_size=20, lr=0.5, portion=0.5, noisy_fraction=0.1,
                   probe_windows=256, threads=4, d_model=200, n_heads=4, n_layers=6,
-                  n_random=200_000),
+                  n_random=200_000, equiv_rel=PAPER_GAP_REL),
 }
 
 
@@ -194,15 +203,30 @@ def fl_run(arm: str, seed: int, setting: str, ctx: RunContext) -> dict:
                   eval_every=1, eval_personal=False, layer_metrics=False,
                   fast=bool(cfg.get("fast", True)))
     vocab = ds.num_classes
-    h = run_federated(lambda: build_lm(vocab_size=vocab, max_len=cfg["seq_len"],
-                                       d_model=cfg["d_model"], n_heads=cfg["n_heads"],
-                                       n_layers=cfg["n_layers"]), fed, alg, fl,
+
+    def make():
+        return build_lm(vocab_size=vocab, max_len=cfg["seq_len"], d_model=cfg["d_model"],
+                        n_heads=cfg["n_heads"], n_layers=cfg["n_layers"])
+
+    h = run_federated(make, fed, alg, fl,
                       checkpoint=ctx.checkpoint(RunSpec(arm, seed, setting)))
     ppl = [math.exp(x) for x in h.test_loss]
     out = {"ppl": ppl, "rounds": list(h.rounds), "ppl_final": ppl[-1],
            "ppl_prev": ppl[-2] if len(ppl) > 1 else float("nan"),
            "ppl_min": min(ppl), "seconds": h.seconds, "vocab": int(vocab),
+           "n_test_tokens": int(fed.y_test.numel()),
            "selected": [s.selected for s in alg.log]}
+    if arm == "random":
+        # the planted, margin-sized handicap (assay sensitivity at the margin's scale):
+        # Random's own final model abstains on a random fraction of the test tokens
+        model = make().to(ctx.device)
+        losses = tlu.token_losses(model, h.final_state, fed.x_test.to(ctx.device),
+                                  fed.y_test.to(ctx.device))
+        pl = tlu.planted_abstention(losses, vocab, float(cfg.get("equiv_rel", PAPER_GAP_REL)),
+                                    np.random.default_rng([seed, 23]))
+        # on the engine's own number: ppl_final * exp(planted - clean), the same test set
+        out["ppl_final_planted"] = ppl[-1] * math.exp(pl["loss"] - float(losses.mean()))
+        out["planted_fraction"], out["planted_tokens"] = pl["f"], pl["k"]
     for key in ("ratio_model", "ratio_model_oracle", "ratio_group", "ratio_group_random"):
         if probe is not None:
             out[key] = [a[key] for a in h.algo]
@@ -226,42 +250,60 @@ def _decide_isotropic(ex):
         return Outcome.CONFIRMED, (f"exact: D_full = {r['d_full']:g} > D_S = "
                                    f"{r['d_subset']:g}, as the reviewer expected"), ""
     return Outcome.REFUTED, (
-        f"exact: D_full = {r['d_full']:g} <= D_S = {r['d_subset']:g}; both bounds equal the "
-        f"true changes (LB_full = {r['lb_full']:g}, LB_S = {r['lb_subset']:g}) because an "
-        f"isotropic quadratic with curvature L makes the descent lemma an equality, so this "
-        f"instance cannot separate bounds from changes; the subset step raises the loss less "
-        f"and the paper's ordering holds here"), ""
+        f"AGAINST THE REVIEWER: exact: D_full = {r['d_full']:g} <= D_S = {r['d_subset']:g}; "
+        f"both bounds equal the true changes (LB_full = {r['lb_full']:g}, LB_S = "
+        f"{r['lb_subset']:g}) because an isotropic quadratic with curvature L makes the "
+        f"descent lemma an equality, so this instance cannot separate bounds from changes; "
+        f"the subset step raises the loss less and the paper's ordering holds here"), ""
 
 
 RULE_ISO = Rule(
     "isotropic-test",
     "The reviewer's own test, computed exactly (fractions): f = 0.5*3*|w|^2 in two blocks, "
     "eta = 1, |w| = 1, the subset holding 0.95 A. CONFIRMED when D_full > D_S (what the "
-    "reviewer said would falsify the paper's conclusion), REFUTED otherwise. No seeds.",
-    _decide_isotropic)
+    "reviewer said would falsify the paper's conclusion), REFUTED otherwise. A derivation "
+    "(exact arithmetic): no seeds, no interval.",
+    _decide_isotropic, kind="derivation", reachable=("CONFIRMED", "REFUTED"))
+
+
+def _n_found(ex) -> int:
+    """Counterexamples found by the whole search: the exact separable sweep plus the
+    coupled random quadratics (indefinite and PSD, both sides of eta*L = 2)."""
+    n = int(ex["sweep_n_counterexamples"])
+    for q in ex["random"].values():
+        n_hi, n_lo = int(q["n_high"]), int(q["n"]) - int(q["n_high"])
+        n += round(q["counterexample_frac_high"] * n_hi) + round(
+            q["counterexample_frac_low"] * n_lo)
+    return n
 
 
 def _decide_ordering(ex):
-    n = ex["sweep_n_counterexamples"]
+    n = _n_found(ex)
     if n == 0:
-        return Outcome.INCONCLUSIVE, "no counterexample in the sweep", (
-            "a wider search (coupled curvature, non-quadratic losses)")
+        return Outcome.REFUTED, (
+            f"no counterexample in the exact sweep ({ex['sweep_n_tight']} cells) nor in the "
+            f"coupled random quadratics: on every instance searched the larger lower bound "
+            f"ordered the true changes"), ""
     s = ex["simplest"]
     return Outcome.CONFIRMED, (
-        f"exact: {n} of {ex['sweep_n_tight']} sweep cells (tight L) are counterexamples; "
-        f"simplest: curvatures {s['c_S']:g} (subset) and {s['c_R']:g} (rest), eta = 1, "
-        f"L = {s['L']:g}, A = 9, delta = {s['delta']:g}: LB_S = {s['lb_subset']:g} > "
-        f"LB_full = {s['lb_full']:g}, yet D_full = {s['d_full']:g} > D_S = "
-        f"{s['d_subset']:g}"), ""
+        f"exact: {ex['sweep_n_counterexamples']} of {ex['sweep_n_tight']} sweep cells "
+        f"(tight L) are counterexamples ({n} instances in the whole search); simplest: "
+        f"curvatures {s['c_S']:g} (subset) and {s['c_R']:g} (rest), eta = 1, L = {s['L']:g}, "
+        f"A = 9, delta = {s['delta']:g}: LB_S = {s['lb_subset']:g} > LB_full = "
+        f"{s['lb_full']:g}, yet D_full = {s['d_full']:g} > D_S = {s['d_subset']:g}"), ""
 
 
 RULE_ORDER = Rule(
     "ordering",
-    "Exact sweep over separable two-block quadratics (eta*L in 0.25..4 by 0.25, curvature "
-    "ratio rest/subset in {1/8..8}, delta/A in {0.01, 0.05, 0.1, 0.25, 0.5}, L the largest "
-    "curvature): CONFIRMED when at least one cell has LB_S > LB_full and D_full > D_S "
-    "(a larger lower bound that orders the true changes the wrong way); INCONCLUSIVE when "
-    "none is found (absence in a finite search proves nothing).", _decide_ordering)
+    "Counterexample search, a derivation by exact computation: separable two-block "
+    "quadratics in fractions (eta*L in 0.25..4 by 0.25, curvature ratio rest/subset in "
+    "1/8 to 8 (11 values), delta/A in 0.01, 0.05, 0.1, 0.25 or 0.5, L the largest curvature) "
+    "and "
+    "{n_random} coupled random quadratics of each sign class. CONFIRMED when some instance "
+    "has LB_S > LB_full and D_full > D_S (a larger lower bound that orders the true "
+    "changes the wrong way: one such instance proves the reviewer's point); REFUTED when "
+    "the search finds none.", _decide_ordering, kind="derivation",
+    reachable=("CONFIRMED", "REFUTED"))
 
 
 def _decide_vacuous(ex):
@@ -272,104 +314,168 @@ def _decide_vacuous(ex):
             f"({ex['sweep_n_high']} cells), {ex['sweep_n_both_increase_high']} of them have "
             f"both steps raising the loss, and in the reviewer's own test both do "
             f"(D_full = {iso['d_full']:g}, D_S = {iso['d_subset']:g})"), ""
-    return Outcome.REFUTED, "a bound was non-negative for eta*L > 2, or no step raised the loss", ""
+    return Outcome.REFUTED, ("a bound was non-negative for some eta*L > 2 cell, or no step "
+                             "raised the loss in the reviewer's test"), ""
 
 
 RULE_VACUOUS = Rule(
     "vacuous-regime",
-    "Exact: CONFIRMED when, in every sweep cell with eta*L > 2, both lower bounds are "
-    "negative and, in the reviewer's isotropic test (eta*L = 3), both the full and the "
-    "subset step raise the loss; REFUTED otherwise.", _decide_vacuous)
-
-
-def holm_levels(pvalues, alpha: float = ALPHA) -> list[float]:
-    """The level each test of a Holm family is held to: the k-th smallest p-value (0-based)
-    is compared with alpha / (m - k) while every smaller one was rejected; after the first
-    non-rejection the later tests keep that step's level (they cannot reject, since their
-    p-values are larger). Rejections equal ``audit.stats.holm``'s."""
-    p = np.asarray(pvalues, dtype=float)
-    m = p.size
-    levels = np.empty(m)
-    level, open_ = alpha / m, True
-    for k, i in enumerate(np.argsort(p, kind="stable")):
-        if open_:
-            level = alpha / (m - k)
-            if not p[i] <= level:  # statsmodels rejects at p <= level
-                open_ = False
-        levels[i] = level
-    return levels.tolist()
+    "A derivation (algebra, checked by exact computation): for eta*L > 2 the factor "
+    "(1 - eta*L/2) is negative, so both printed bounds are negative whenever A > delta >= 0. "
+    "CONFIRMED when every sweep cell with eta*L > 2 has both bounds negative and in the "
+    "reviewer's own test both steps raise the loss; REFUTED otherwise (reachable only if "
+    "the algebra or its implementation were wrong).",
+    _decide_vacuous, kind="derivation", reachable=("CONFIRMED", "REFUTED"))
 
 
 def _decide_assumption(ev):
-    est, lvl, orc = ev["estimate"], ev["level"], ev["oracle"]
-    txt = (f"mean ratio over seeds = {est.value:.4g}, {100 * (1 - lvl):.4g}% t-CI "
-           f"[{est.low:.4g}, {est.high:.4g}] (Holm level {lvl:.4g}, n = {est.n})")
+    tw, orc = ev["three_way"], ev["oracle"]
+    d = tw.difference
+    txt = (f"mean ratio over seeds = {ONE_MINUS_DELTA - d.mean:.4g}, "
+           f"{100 * (1 - tw.alpha):.4g}% Hall-t CI [{ONE_MINUS_DELTA - d.high:.4g}, "
+           f"{ONE_MINUS_DELTA - d.low:.4g}] (n = {d.n}, alpha = {tw.alpha:.4g})")
     side = (f" (the best choice of the same number of blocks would hold {orc.value:.4g}"
             + (", so the update portion alone already rules (b) out at this delta)"
                if orc.value < ONE_MINUS_DELTA else ")"))
-    if est.high < ONE_MINUS_DELTA:
-        return Outcome.CONFIRMED, f"{txt} lies below 0.95: Assumption (b) fails{side}", ""
-    if est.low > ONE_MINUS_DELTA:
-        return Outcome.REFUTED, f"{txt} lies above 0.95: Assumption (b) holds{side}", ""
-    return Outcome.INCONCLUSIVE, f"{txt} contains 0.95{side}", "more seeds or rounds"
+    info = {"flip": tw.flip, "unit": "share of ||g||^2"}
+    out = on_reviewer(tw.outcome, holds_when="SUPPORTED")
+    if out == Outcome.CONFIRMED:
+        return out, f"{txt} lies below 0.95: Assumption (b) fails{side}", "", info
+    if out == Outcome.REFUTED:
+        return out, f"{txt} lies above 0.95: Assumption (b) holds{side}", "", info
+    return out, f"{txt} contains 0.95{side}", "more seeds or rounds", info
 
 
 RULE_ASSUMPTION = Rule(
     "assumption-b",
     "Per seed, the mean over rounds of ||g_S||^2 / ||g||^2 (gradient of the loss on a fixed "
     "probe of training windows at the pre-round global model; S = every parameter FedTLU "
-    "updates), clean setting, FedTLU arm. One-sample Student-t interval of the per-seed "
-    "means at level 1 - a, with a the test's Holm level (family: this test and the two "
-    "FedTLU-vs-Random tests, alpha = 0.05). CONFIRMED when the interval lies below "
-    "1 - delta = 0.95 (the reviewer's delta = 0.05 A), REFUTED when it lies above, "
-    "INCONCLUSIVE otherwise.", _decide_assumption)
+    "updates), clean setting, FedTLU arm. The three-way rule (stats.three_way, Hall's "
+    "skewness-corrected t, two-sided {level}% interval, alpha = {alpha} = 0.05 x "
+    "{alpha_fraction} (this look's share) / {n_tests} (Bonferroni over this test and the "
+    "two settings of `noise`), n = {n}) on 0.95 minus the ratio: CONFIRMED when the "
+    "interval of the ratio lies below 1 - delta = 0.95 (the reviewer's delta = 0.05 A), "
+    "REFUTED when it lies above, INCONCLUSIVE otherwise (no equivalence branch). The part "
+    "explains the paper's gain over Random, so it is gated by the premise.",
+    _decide_assumption)
+
+
+def _decisive(res: dict, outcome: str):
+    """The three-way that decides the noise part: the SUPPORTED setting (smallest flip)
+    when FedTLU wins somewhere, else the most fragile setting."""
+    pool = [tw for tw in res.values() if tw.outcome == outcome] or list(res.values())
+    return min(pool, key=lambda tw: tw.flip if tw.flip is not None else math.inf)
 
 
 def _decide_noise(ev):
-    res = ev["three_way"]  # setting -> ThreeWay
+    res = ev["three_way"]  # setting -> ThreeWay on Random - FedTLU (positive: FedTLU wins)
     reasons = "; ".join(f"{st}: {tw.reason}" for st, tw in res.items())
+    info = {"resolution": ev["resolution"], "unit": "perplexity"}
     if any(tw.outcome == "SUPPORTED" for tw in res.values()):
-        return Outcome.REFUTED, "FedTLU beats Random beyond noise in a setting. " + reasons, ""
+        tw = _decisive(res, "SUPPORTED")
+        return (on_reviewer("SUPPORTED", holds_when="FALSIFIED"),
+                "FedTLU beats Random beyond noise in a setting. " + reasons, "",
+                {**info, "flip": tw.flip})
     if all(tw.outcome == "FALSIFIED" for tw in res.values()):
-        return Outcome.CONFIRMED, "Random is not beaten in any setting. " + reasons, ""
+        tw = _decisive(res, "FALSIFIED")
+        return (on_reviewer("FALSIFIED", holds_when="FALSIFIED"),
+                "In every setting FedTLU's gain over Random is below the paper's own gap "
+                "(with sensitivity shown), or FedTLU is worse. " + reasons, "",
+                {**info, "flip": tw.flip})
     need = ", ".join(f"{st}: {tw.seeds_needed} seeds" for st, tw in res.items()
                      if tw.seeds_needed)
-    return Outcome.INCONCLUSIVE, reasons, f"seeds to detect the observed gaps: {need or 'n/a'}"
+    tw = _decisive(res, "INCONCLUSIVE")
+    return (Outcome.INCONCLUSIVE, reasons,
+            f"seeds to detect the observed gaps: {need or 'n/a'}", {**info, "flip": tw.flip})
 
 
 RULE_NOISE = Rule(
     "noise",
-    "Final global test perplexity, paired over seeds (same init, data and noisy clients), "
-    "per setting (clean, noisy): the three-way rule on 'FedTLU beats Random' (A = "
-    "ppl_Random, B = ppl_FedTLU, margin 0), paired Student-t interval and paired TOST at "
-    "the test's Holm level, equivalence margin d = 1 % of Random's mean final perplexity; "
-    "equivalence counts only with assay sensitivity (the same seeds separate Random from the "
-    "known-worse control `none`, whose repeated blocks never train: paired t interval of "
-    "none - Random above 0 at alpha = 0.05). The part is REFUTED "
-    "when FedTLU beats Random in some setting, CONFIRMED when every setting shows Random "
-    "not beaten (equivalent, or FedTLU worse), INCONCLUSIVE otherwise.", _decide_noise)
+    "The reviewer's claim 3. Final global test perplexity, paired over seeds (same init, "
+    "data and noisy clients), per setting (clean, noisy), n = {n}: stats.three_way on "
+    "'FedTLU beats Random' (A = ppl_Random, B = ppl_FedTLU, margin 0; Hall's skewness-"
+    "corrected t, two-sided {level}% interval, alpha = {alpha} = 0.05 x {alpha_fraction} "
+    "(this look's share) / {n_tests} (Bonferroni: this part's two settings and "
+    "assumption-b)); equivalence margin d = {equiv_pct}% of Random's mean final perplexity "
+    "(source: the size of the paper's own FedTLU-Random gap, Table III, 1.768 vs 1.764, the "
+    "larger of the two it quotes; so 'within noise' means 'smaller than a gap the paper "
+    "reports'). Equivalence counts only with "
+    "assay sensitivity at the margin's scale: Random's own final models with a planted "
+    "handicap (abstaining on a random fraction of test tokens, sized so the expected "
+    "perplexity rise is that same {equiv_pct}%) must be detected as worse than FedTLU by "
+    "the same three-way rule (the same seeds, metric, alpha). The part is REFUTED when "
+    "FedTLU beats Random in some setting, CONFIRMED when every setting shows Random not "
+    "beaten (equivalent within d with sensitivity, or FedTLU worse), INCONCLUSIVE "
+    "otherwise. Not gated: this part is the premise's own comparison, read the other way.",
+    _decide_noise)
 
-_PROOF = ("ordering", "vacuous-regime")
-_EMPIRICAL = ("assumption-b", "noise")
+_DERIVATIONS = ("isotropic-test", "ordering", "vacuous-regime")
+_EXPERIMENTS = ("assumption-b", "noise")
+ENTERING = _DERIVATIONS + _EXPERIMENTS
+
+
+def _tally(parts):
+    v = {p.id: p.verdict for p in parts}
+    missing = [i for i in ENTERING if i not in v]
+    if missing:
+        raise KeyError(f"the combination needs the parts {missing}, which were not decided")
+    c = [i for i in ENTERING if v[i] == Outcome.CONFIRMED]
+    r = [i for i in ENTERING if v[i] == Outcome.REFUTED]
+    u = [i for i in ENTERING if v[i] == Outcome.INCONCLUSIVE]
+    return c, r, u
 
 
 def _combine(parts):
-    v = {p.id: p.verdict for p in parts}
-    if any(v[p] == Outcome.REFUTED for p in _PROOF):
-        return Outcome.REFUTED
-    if all(v[p] == Outcome.CONFIRMED for p in _PROOF) and not any(
-            v[p] == Outcome.REFUTED for p in _EMPIRICAL):
+    c, r, u = _tally(parts)
+    if len(c) > len(r) + len(u):
         return Outcome.CONFIRMED
+    if len(r) > len(c) + len(u):
+        return Outcome.REFUTED
     return Outcome.INCONCLUSIVE
 
 
+def combination_summary(parts) -> str:
+    """One line for the headline: which parts went for and which against the reviewer."""
+    c, r, u = _tally(parts)
+    return (f"for the reviewer: {', '.join(c) or 'none'}; against the reviewer: "
+            f"{', '.join(r) or 'none'}" + (f"; undecided: {', '.join(u)}" if u else ""))
+
+
 COMBINATION = Combination(
-    "The load-bearing attack is on the proof: the claim is CONFIRMED when `ordering` and "
-    "`vacuous-regime` are both CONFIRMED and neither empirical part (`assumption-b`, "
-    "`noise`) is REFUTED; REFUTED when a proof part is REFUTED; INCONCLUSIVE otherwise. "
-    "`isotropic-test` is reported but not combined: it is one instance the reviewer chose, "
-    "on which the bounds equal the true changes, so it cannot test whether comparing "
-    "bounds is valid.", _combine)
+    "Every part enters, one vote each, evidence for and against the reviewer alike: "
+    "`isotropic-test` (the reviewer's own test), `ordering`, `vacuous-regime` "
+    "(derivations), `assumption-b`, `noise` (experiments). The claim is CONFIRMED when its "
+    "CONFIRMED parts outnumber its REFUTED parts even if every undecided part went against "
+    "the reviewer, REFUTED when its REFUTED parts outnumber its CONFIRMED parts even if "
+    "every undecided part went for the reviewer, INCONCLUSIVE otherwise. The reviewer's own "
+    "test counts against the reviewer where it goes against them (it does: on the "
+    "isotropic quadratic the bounds are the true changes, and the subset step wins), and "
+    "the report's notes name the parts on each side.", _combine, ENTERING)
+
+
+PREMISE_EFFECT = "FedTLU beats Random block selection (final global test perplexity)"
+
+
+def premise_of(res: dict) -> Premise:
+    """The paper's effect, decided by the rule fixed here: the noise part's three-ways
+    (Random - FedTLU, margin 0) read for the paper: reproduced when FedTLU beats Random in
+    some setting (SUPPORTED), not reproduced when every setting is FALSIFIED (FedTLU not
+    better beyond the paper's own gap, or worse), undecided otherwise."""
+    outs = {st: tw.outcome for st, tw in res.items()}
+    if any(o == "SUPPORTED" for o in outs.values()):
+        st = next(k for k, o in outs.items() if o == "SUPPORTED")
+        status = "reproduced"
+    elif all(o == "FALSIFIED" for o in outs.values()):
+        st, status = "noisy", "not reproduced"
+    else:
+        st, status = "noisy", "undecided"
+    tw = res[st]
+    est = Estimate.of(f"premise_ppl_random_minus_fedtlu_{st}", tw.difference, "perplexity",
+                      f"{st} (Table III's setting is noisy): Random - FedTLU, positive = "
+                      f"FedTLU better, {tw.difference.method} interval at the rule's alpha")
+    reason = "; ".join(f"{k}: {o}" for k, o in outs.items())
+    return Premise(PREMISE_EFFECT, status,
+                   f"three-way per setting (SUPPORTED = FedTLU better): {reason}", est)
 
 
 # ============================================================================ analysis
@@ -413,11 +519,18 @@ def analyse(results, ctx: RunContext) -> Analysis:
         Estimate("score_scale_invariance_max_rel_err", ex["score_invariance_max_rel_err"]),
         Estimate("score_identity_max_rel_err", ex["score_identity_max_rel_err"]),
     ]
-    parts = [RULE_ISO(ex), RULE_ORDER(ex), RULE_VACUOUS(ex)]
+    parts = [RULE_ISO(ex), RULE_ORDER(ex, params={"n_random": int(ctx.config["n_random"])}),
+             RULE_VACUOUS(ex)]
 
     seeds = ctx.seeds
+    n = len(seeds)
     tables, figures = [], []
     ppl = {st: results_table(results, "ppl_final", ARMS, seeds, st) for st in SETTINGS}
+    frac = float(getattr(ctx, "alpha_fraction", 1.0))
+    alpha = ALPHA * frac / N_TESTS  # every decision below: one Bonferroni share
+    equiv_rel = float(ctx.config.get("equiv_rel", PAPER_GAP_REL))
+    common = {"alpha": f"{alpha:.4g}", "alpha_fraction": f"{frac:.4g}", "n_tests": N_TESTS,
+              "level": f"{100 * (1 - alpha):.4g}", "n": n}
 
     # assumption (b): per-seed mean ratio, FedTLU, clean
     rat = {a: np.array([np.mean(results[RunSpec(a, s, "clean")]["ratio_model"]) for s in seeds])
@@ -425,72 +538,96 @@ def analyse(results, ctx: RunContext) -> Analysis:
     grp = np.array([np.mean(results[RunSpec("fedtlu", s, "clean")]["ratio_group"]) for s in seeds])
     grp_rand = np.array([np.mean(results[RunSpec("fedtlu", s, "clean")]["ratio_group_random"])
                          for s in seeds])
-    p_ab = float(sps.ttest_1samp(rat["fedtlu"], ONE_MINUS_DELTA).pvalue) \
-        if np.std(rat["fedtlu"]) > 0 else (0.0 if rat["fedtlu"][0] != ONE_MINUS_DELTA else 1.0)
-    p_noise = {st: stats.paired_difference(ppl[st]["random"], ppl[st]["fedtlu"],
-                                           rng=stats.verdict_rng()).p_value
-               for st in SETTINGS}
-    family = [p_ab, p_noise["clean"], p_noise["noisy"]]
-    adjusted, _ = stats.holm(family, ALPHA)
-    levels = holm_levels(family, ALPHA)
-
-    mi = stats.mean_interval(rat["fedtlu"], level=1 - levels[0])
+    # 0.95 - ratio > 0 is the reviewer's claim; no equivalence branch (sensitive=False)
+    tw_ab = stats.three_way(np.full(n, ONE_MINUS_DELTA), rat["fedtlu"], margin=0.0,
+                            equivalence_margin=1e-9, alpha=alpha, sensitive=False)
+    mi = stats.mean_interval(rat["fedtlu"], level=1 - alpha)
     ab_est = Estimate.of("assumption_b_ratio_fedtlu", mi, "share of ||g||^2",
-                         "mean over rounds of ||g_S||^2/||g||^2, FedTLU, clean")
+                         "mean over rounds of ||g_S||^2/||g||^2, FedTLU, clean (t interval "
+                         "at the rule's alpha; the decision reads Hall's interval)")
     E.append(ab_est)
     orc = np.array([np.mean(results[RunSpec("fedtlu", s, "clean")]["ratio_model_oracle"])
                     for s in seeds])
-    mo = stats.mean_interval(orc)
-    oracle_est = Estimate.of("assumption_b_ratio_oracle", mo, "share of ||g||^2",
+    oracle_est = Estimate.of("assumption_b_ratio_oracle", stats.mean_interval(orc),
+                             "share of ||g||^2",
                              "the largest share any choice of the same number of blocks "
                              "holds (top blocks by gradient mass), at FedTLU's models")
     E.append(oracle_est)
-    mr = stats.mean_interval(rat["random"])
-    E.append(Estimate.of("assumption_b_ratio_random", mr, "share of ||g||^2",
-                         "the same for the Random arm"))
-    link = stats.paired_difference(grp, grp_rand, rng=stats.verdict_rng())
+    E.append(Estimate.of("assumption_b_ratio_random", stats.mean_interval(rat["random"]),
+                         "share of ||g||^2", "the same for the Random arm"))
+    link = stats.paired_difference(grp, grp_rand, method="t")
     E.append(Estimate.of("score_link_gain", link, "share of group ||g||^2",
-                         "within the partly-updated block group: share of gradient mass in "
-                         "the blocks FedTLU picks minus the mean share of a same-size random "
-                         "pick"))
-    parts.append(RULE_ASSUMPTION({"estimate": ab_est, "level": levels[0],
-                                  "oracle": oracle_est}))
+                         "measurement, no verdict: within the partly-updated block group, "
+                         "share of gradient mass in the blocks FedTLU picks minus the mean "
+                         "share of a same-size random pick"))
 
-    # noise: three-way per setting at its Holm level, assay sensitivity from round R-1
-    tw_all = {}
-    sens_rows = []
-    for j, st in enumerate(SETTINGS):
-        lvl = levels[1 + j]
-        sens = stats.paired_difference(ppl[st]["none"], ppl[st]["random"], level=1 - ALPHA,
-                                       rng=stats.verdict_rng())
-        sensitive = bool(sens.low > 0)
-        sens_rows.append((st, sens.mean, sens.low, sens.high, sensitive))
-        margin = EQUIV_REL * float(np.mean(ppl[st]["random"]))
+    # noise: three-way per setting; sensitivity = a planted margin-sized handicap detected
+    tw_all, sens_rows, resolution = {}, [], []
+    for st in SETTINGS:
+        margin = equiv_rel * float(np.mean(ppl[st]["random"]))
+        planted = np.array([results[RunSpec("random", s, st)].get("ppl_final_planted", math.nan)
+                            for s in seeds])
+        if np.all(np.isfinite(planted)):
+            with stats.without_flip():
+                sens_tw = stats.three_way(planted, ppl[st]["fedtlu"], margin=0.0,
+                                          equivalence_margin=margin, alpha=alpha)
+            sensitive = sens_tw.outcome == "SUPPORTED"
+            pe = stats.paired_difference(planted, ppl[st]["random"], method="t")
+            sens_rows.append((st, "planted (margin-sized)", float(pe.mean), sens_tw.difference.low,
+                              sens_tw.difference.high, sensitive))
+        else:  # results cached before the planted arm existed: no sensitivity shown
+            sensitive = False
+            sens_rows.append((st, "planted (margin-sized)", math.nan, math.nan, math.nan, False))
+        gross = stats.paired_difference(ppl[st]["none"], ppl[st]["random"], method="t")
+        sens_rows.append((st, "control `none` (gross)", gross.mean, gross.low, gross.high,
+                          bool(gross.low > 0)))
         tw = stats.three_way(ppl[st]["random"], ppl[st]["fedtlu"], margin=0.0,
-                             equivalence_margin=margin, alpha=lvl, sensitive=sensitive,
-                             rng=stats.verdict_rng())
+                             equivalence_margin=margin, alpha=alpha, sensitive=sensitive)
         tw_all[st] = tw
         d = tw.difference
+        ntok = [results[RunSpec("random", s, st)].get("n_test_tokens") for s in seeds]
+        if all(ntok):  # one test token's loss moved by one nat: ppl / N_test
+            resolution.append(float(np.mean(ppl[st]["random"])) / float(np.mean(ntok)))
         E.append(Estimate.of(f"ppl_random_minus_fedtlu_{st}", d, "perplexity",
                              f"{st}: final test perplexity, Random - FedTLU (positive: "
-                             "FedTLU better), interval at the Holm level"))
+                             f"FedTLU better), Hall-t interval at the rule's alpha"))
+        E.append(Estimate(f"equivalence_margin_{st}", margin, unit="perplexity",
+                          description=f"d = {100 * equiv_rel:.3g}% of Random's mean final "
+                                      f"perplexity (the paper's Table III gap)"))
         for arm in ("full", "last"):
-            pd = stats.paired_difference(ppl[st]["random"], ppl[st][arm],
-                                         rng=stats.verdict_rng())
+            pd = stats.paired_difference(ppl[st]["random"], ppl[st][arm], method="t")
             E.append(Estimate.of(f"ppl_random_minus_{arm}_{st}", pd, "perplexity",
                                  f"{st}: Random - {arm} (positive: {arm} better)"))
+        # the other reading of the paper's metric (minimum over rounds): reported, no verdict
+        pmin = {a: np.array([results[RunSpec(a, s, st)]["ppl_min"] for s in seeds])
+                for a in ("random", "fedtlu")}
+        E.append(Estimate.of(f"ppl_min_random_minus_fedtlu_{st}",
+                             stats.paired_difference(pmin["random"], pmin["fedtlu"], method="t"),
+                             "perplexity", f"{st}: the same on the minimum over rounds (the "
+                                           f"paper's reading, unclear in the record); 95% t, "
+                                           f"reported beside the verdict"))
+        # ONE minimum detectable effect: the rule's alpha, power 0.8, the observed SD
+        mde = stats.minimum_detectable_effect(d.n, alpha=alpha) * d.sd
+        E.append(Estimate(f"mde_{st}", mde, unit="perplexity",
+                          description=f"minimum detectable Random - FedTLU gap at n = {d.n}, "
+                                      f"alpha {alpha:.4g} (the rule's), power 0.8, observed "
+                                      f"SD {d.sd:.3g}; the paper's gap here is {margin:.3g}"))
         if d.sd > 0:
-            gap = PAPER_GAP_REL * float(np.mean(ppl[st]["random"]))
-            E.append(Estimate(f"seeds_needed_paper_gap_{st}",
-                              stats.seeds_needed(gap, d.sd), unit="seeds",
-                              description=f"pairs to detect a gap of {100 * PAPER_GAP_REL:.3g}% "
-                                          f"of the perplexity (Table III's 1.768 vs 1.764) "
-                                          f"with the observed SD {d.sd:.3g}, alpha 0.05, "
-                                          f"power 0.8"))
-        E.append(Estimate(f"mde_{st}", stats.minimum_detectable_effect(d.n) * d.sd,
-                          unit="perplexity", description="minimum detectable gap, "
-                                                         "alpha 0.05, power 0.8"))
-    parts.append(RULE_NOISE({"three_way": tw_all}))
+            try:
+                need = stats.seeds_needed(margin, d.sd, alpha=alpha)
+            except ValueError:  # dz so large that the solver finds no n: 2 pairs suffice
+                need = 2
+            E.append(Estimate(f"seeds_needed_paper_gap_{st}", need, unit="seeds",
+                              description=f"pairs to detect the paper's gap ({margin:.3g} "
+                                          f"perplexity) with the observed SD, alpha "
+                                          f"{alpha:.4g}, power 0.8"))
+    premise = premise_of(tw_all)
+    noise_params = {**common, "equiv_pct": f"{100 * equiv_rel:.3g}"}
+    parts.append(premise_gate(RULE_ASSUMPTION({"three_way": tw_ab, "oracle": oracle_est},
+                                              params=common), premise))
+    parts.append(RULE_NOISE({"three_way": tw_all,
+                             "resolution": min(resolution) if resolution else None},
+                            params=noise_params))
 
     # ------------------------------------------------------------------------ tables
     tables.append(Table(
@@ -558,17 +695,28 @@ def analyse(results, ctx: RunContext) -> Analysis:
                         f"Seeds {list(seeds)}; update portion {ctx.config['portion']} of the "
                         f"repeated Transformer blocks."))
     tables.append(Table(
-        "Holm family (alpha 0.05)",
-        ("test", "p", "Holm-adjusted p", "level used"),
-        tuple((name, p, q, l) for name, p, q, l in
-              zip(("assumption-b: ratio vs 0.95", "noise clean: Random - FedTLU",
-                   "noise noisy: Random - FedTLU"), family, adjusted, levels)),
-        f"With n = {len(seeds)} pairs a sign-flip test could not go below "
-        f"p = {stats.smallest_signflip_p(len(seeds)):.4g}; the paired t-test is used."))
+        "Decisions (one Bonferroni family, alpha 0.05 x this look's share / 3)",
+        ("test", "n", "alpha", "interval (method)", "outcome", "flip distance"),
+        (("assumption-b: 0.95 - ratio", n, alpha,
+          f"[{tw_ab.difference.low:.4g}, {tw_ab.difference.high:.4g}] (hall)", tw_ab.outcome,
+          tw_ab.flip),)
+        + tuple((f"noise {st}: Random - FedTLU", n, alpha,
+                 f"[{tw.difference.low:.4g}, {tw.difference.high:.4g}] (hall)", tw.outcome,
+                 tw.flip) for st, tw in tw_all.items()),
+        f"With n = {n} pairs a sign-flip test could not go below "
+        f"p = {stats.smallest_signflip_p(n):.4g}; every decision reads stats.three_way "
+        f"(Hall's skewness-corrected t). Flip distance: the smallest change of one seed's "
+        f"paired difference that changes the outcome (perplexity, or share of ||g||^2)."))
     tables.append(Table(
-        "Assay sensitivity: control `none` (repeated blocks frozen) minus Random, final "
-        "perplexity",
-        ("setting", "mean", "95% low", "95% high", "separated"), tuple(sens_rows)))
+        "Assay sensitivity, final perplexity: the planted handicap (Random's own models "
+        "abstaining on a random share of test tokens, expected rise = the margin) and the "
+        "gross control `none` (repeated blocks frozen)",
+        ("setting", "handicap", "mean rise over Random", "low", "high", "detected"),
+        tuple(sens_rows),
+        "Planted: 'detected' means the three-way rule at the rule's alpha finds the handicapped "
+        "Random worse than FedTLU (low/high: that interval of planted - FedTLU); the mean rise "
+        "is planted - Random. Gross: paired t interval of none - Random (95%). Only the "
+        "planted row licenses an equivalence."))
 
     # ----------------------------------------------------------------------- figures
     c = ex["curves"]["isotropic"]
@@ -648,27 +796,58 @@ def analyse(results, ctx: RunContext) -> Analysis:
         "score could not have rescued it.",
         "Scope. Part 3 is a tiny character-level Transformer (stdlib source, non-IID by "
         "contiguous stretches), short runs; the perplexity is final-round (the paper reports a "
-        "minimum over rounds, whose definition the record flags as unclear). Embeddings, "
+        "minimum over rounds, whose definition the record flags as unclear; the "
+        "ppl_min_random_minus_fedtlu_* estimates show that reading beside the verdict: a "
+        "minimum over rounds picks each arm's best round on the test set itself, which "
+        "favours the arm with the noisier curve, so it can push `noise` either way). Embeddings, "
         "final norm and head are updated in every arm; the arms differ only in which of the "
         "repeated Transformer blocks are updated. Paper scale: Penn Treebank from a local "
         "path.",
     )
     mean = {st: {a: float(np.mean(ppl[st][a])) for a in ARMS} for st in SETTINGS}
     hurt = mean["noisy"]["random"] - mean["clean"]["random"]
+    gross = {r[0]: r[2] for r in sens_rows if r[1].startswith("control")}
+    planted = {r[0]: r[5] for r in sens_rows if r[1].startswith("planted")}
     notes += (
+        f"The verdict, part by part ({combination_summary(parts)}). The reviewer's own "
+        f"concrete test enters the verdict and goes against the reviewer; the derivations "
+        f"`ordering` and `vacuous-regime` go for them. With one vote per part the "
+        f"experiments decide which side outnumbers the other: they can move the verdict "
+        f"either way (REFUTED needs both experiments against the reviewer).",
+        f"Premise: {premise.effect}: {premise.status} ({premise.reason}). `assumption-b` "
+        f"explains that gain (the paper's proof rests on it) and is gated: where the premise "
+        f"is not reproduced it is INCONCLUSIVE whatever its interval says. `noise` is not "
+        f"gated: it is the premise's own comparison, read for the reviewer.",
+        f"Margin and alpha. The noise part's equivalence margin is {100 * equiv_rel:.3g}% "
+        f"of Random's perplexity, the size of the FedTLU-Random gap the paper reports in "
+        f"Table III (1.768 vs 1.764, FedTLU's perplexity the higher there; Table I's gap, "
+        f"0.047%, is smaller; config `equiv_rel`), fixed before any run: 'within noise' "
+        f"means smaller than a gap the paper itself reports. Which way this pushes: a larger "
+        f"margin makes CONFIRMED (equivalence) easier, a smaller one harder. The earlier rule used 1% (about 4.4 times the "
+        f"paper's gap), which would have found 'within noise' even if FedTLU had exactly the "
+        f"paper's advantage. Every decision is stats.three_way at alpha = {alpha:.4g} "
+        f"(0.05 x look share {frac:.4g} / {N_TESTS}, Bonferroni); one minimum detectable "
+        f"effect per setting is reported (mde_*), at that same alpha.",
+        f"Assay sensitivity at the margin's scale: Random's own final models abstain on a "
+        f"random share of test tokens sized for an expected perplexity rise equal to the "
+        f"margin; detected as worse than FedTLU: clean {planted.get('clean')}, noisy "
+        f"{planted.get('noisy')}. Without that, an equivalence does not count. The gross "
+        f"control (`none`, repeated blocks frozen) ends {gross.get('clean', math.nan):.3g} "
+        f"(clean) and {gross.get('noisy', math.nan):.3g} (noisy) perplexity above Random: "
+        f"it shows the pipeline trains, not that margin-sized gaps are visible.",
         f"This run, in numbers. Final perplexities sit near {mean['clean']['random']:.3g} "
-        f"(clean, Random) for a vocabulary of {results[RunSpec('random', seeds[0], 'clean')]['vocab']}"
-        f" characters: the tiny model is early in training. The control whose repeated blocks "
-        f"never train ends {sens_rows[0][1]:.3g} (clean) and {sens_rows[1][1]:.3g} (noisy) "
-        f"perplexity worse than Random, so the setting does resolve gaps of that size; the "
-        f"paper's FedTLU-Random gap ({100 * PAPER_GAP_REL:.2g}% of the perplexity) would need "
-        f"the seed counts reported under seeds_needed_paper_gap_*. The noisy clients "
+        f"(clean, Random) for a vocabulary of "
+        f"{results[RunSpec('random', seeds[0], 'clean')]['vocab']} characters: the tiny "
+        f"model is early in training. One test token moved by one nat moves the perplexity "
+        f"by about {min(resolution) if resolution else math.nan:.3g} (the part's resolution), "
+        f"against a margin of {equiv_rel * mean['clean']['random']:.3g}. The noisy clients "
         + (f"do not hurt here (Random's noisy perplexity is {-hurt:.3g} lower than clean; "
            f"shuffled next-character targets still carry the client's character frequencies), "
            f"so the noisy setting is a weak stand-in for the paper's noise condition."
            if hurt <= 0 else f"raise Random's perplexity by {hurt:.3g}."),
     )
-    return Analysis(tuple(E), tuple(parts), tuple(tables), tuple(figures), notes)
+    return Analysis(tuple(E), tuple(parts), tuple(tables), tuple(figures), notes,
+                    premise=premise)
 
 
 CLAIM = Claim(
@@ -683,7 +862,9 @@ CLAIM = Claim(
                "gradient-mass assumption; the gains over random block choice sit inside "
                "run-to-run noise."),
     arms=(Arm("fedtlu", "FedAvg, then update only the top-scored blocks of each group",
-              "Algorithm 1 as printed (score of Section III)"),
+              "Algorithm 1 as printed (score of Section III); std(dW) = 0, which the paper "
+              "leaves open, is scored 0 for an unmoved block and +inf for a constant one "
+              "(our choice; see fedtlu-score-undefined)"),
           Arm("random", "the same number of blocks, chosen uniformly each round",
               "selector: uniform instead of the score"),
           Arm("full", "every block updated (plain FedAvg)", "selector: all blocks"),

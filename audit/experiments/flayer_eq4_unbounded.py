@@ -15,7 +15,8 @@ What we compute (exact; no seeds). The multiplier is the project's own
   growth law m - 1 ~ (i/L) log(1/||g||), i.e. slope i/L and intercept 0. By hand:
   log(1 + 1/g) >= log(1/g), so m > M as soon as g < exp(-(M - 1) L / i); the ladder checks
   that the implementation does what the algebra says.
-- ``in-practice``: the engine's digits CNN (``build_model("cnn", width=0.5)``, the
+- ``in-practice`` (a measurement: no verdict, outside the claim's verdict): the engine's
+  digits CNN (``build_model("cnn", width=0.5)``, the
   FLAYER smoke model, every parameter tensor one layer as in ``audit.algorithms.flayer``)
   at initialisation (``torch.manual_seed(0)``) and after 10, 50 and 200 SGD steps
   (lr 0.05, batch 32, batches drawn by a generator seeded 0); per tensor the gradient
@@ -36,7 +37,6 @@ from audit.verdict import Estimate, Outcome, Rule, primary
 CLAIM_ID = "flayer-eq4-unbounded"
 THRESHOLDS = (10.0, 100.0)  # the ladder the multiplier at i = L must pass
 SLOPE_TOL = 1e-6  # relative tolerance of the fitted slope against i/L
-PRACTICE_THRESHOLD = 5.0  # in-practice: CONFIRMED when any multiplier exceeds it
 FIT_FROM = 4  # fit over ||g|| <= 10^-4 (log(1+1/g) - log(1/g) = log(1+g) < 1e-4 there)
 
 BASE = {"exponents": list(range(0, 301)), "depth_L": 6,
@@ -166,38 +166,41 @@ def _unbounded_decide(ev):
 RULE_UNBOUNDED = Rule(
     "unbounded",
     "Eq. 4 as printed (``eq4_multiplier(g, i, L, floor=0)``, L = 6) on ||g|| = 10^-e, "
-    "e = 0..300, float64. CONFIRMED when the multiplier at i = L increases as ||g|| falls, "
+    "e = 0..300, float64 (a derivation checked numerically: the verdict is the algebra "
+    "log(1 + 1/g) >= log(1/g), not an experiment). CONFIRMED when the multiplier at "
+    "i = L increases as ||g|| falls, "
     f"exceeds every threshold of the ladder {list(THRESHOLDS)}, and the least-squares "
     f"slope of (m - 1) on log(1/||g||) over ||g|| <= 1e-{FIT_FROM} equals i/L within a "
     f"relative {SLOPE_TOL:g} at i = 1, L/2, L; REFUTED when it stays below "
-    f"{THRESHOLDS[0]:g} on the whole ladder; INCONCLUSIVE otherwise. Exact: no seeds.",
-    _unbounded_decide)
+    f"{THRESHOLDS[0]:g} on the whole ladder; INCONCLUSIVE otherwise. Exact: no seeds. "
+    "The ladder's thresholds 10 and 100 are round numbers (an order of magnitude and two "
+    "above the factor 1 + ln 2 = 1.69 at ||g|| = 1), not fitted to any result.",
+    _unbounded_decide, kind="derivation")
 
 
 def _practice_decide(ev):
     top = ev["top"]  # (m, layer, reading, step) of the largest multiplier in the rule
     by_reading = "; ".join(f"{r}: max {m:.2f} ({k}, step {s})"
                            for r, (m, k, s) in ev["per_reading"].items())
-    if top[0] > PRACTICE_THRESHOLD:
-        return Outcome.CONFIRMED, (
-            f"the largest multiplier is {top[0]:.2f} > {PRACTICE_THRESHOLD:g} ({top[1]}, "
-            f"{top[2]} gradient, step {top[3]}); per reading: {by_reading}"), ""
     return Outcome.INCONCLUSIVE, (
-        f"unbounded in theory, bounded on these runs: the largest multiplier is "
-        f"{top[0]:.2f} <= {PRACTICE_THRESHOLD:g}; per reading: {by_reading}"), (
-        "longer training or models whose gradient norms approach zero")
+        f"measurement, no verdict: the largest multiplier on these runs is {top[0]:.2f} "
+        f"({top[1]}, {top[2]} gradient, step {top[3]}); per reading of g_i: {by_reading}. "
+        "No threshold independent of these numbers exists for 'large in practice' (an "
+        "earlier threshold of 5.0 was set with the result in view), so none is applied."), (
+        "a threshold from an independent source (e.g. a step size known to diverge)")
 
 
 RULE_PRACTICE = Rule(
     "in-practice",
-    "The engine's digits CNN (width 0.5, the FLAYER smoke model; seed 0), every "
-    "parameter tensor a layer (i = 1..6): per-tensor gradient norms at initialisation and "
-    "after 10, 50, 200 SGD steps (lr 0.05, batch 32), on the first 32 training samples "
-    "and on the whole training set; Eq. 4 as printed on each. CONFIRMED (large in "
-    f"practice) when any multiplier exceeds {PRACTICE_THRESHOLD:g}; otherwise "
-    "INCONCLUSIVE (unbounded in theory, bounded on these runs). Never REFUTED: a finite "
-    "run cannot show a bound. Steps 1000 and 3000 are reported beside, not in the rule.",
-    _practice_decide)
+    "Measurement (no verdict, outside the claim's verdict): the engine's digits CNN "
+    "(width 0.5, the FLAYER smoke model; seed 0), every parameter tensor a layer "
+    "(i = 1..6): per-tensor gradient norms at initialisation and after 10, 50, 200 SGD "
+    "steps (lr 0.05, batch 32), on the first 32 training samples (the probe the "
+    "project's FLAYER runs use) and on the whole training set; Eq. 4 as printed on each. "
+    "The largest multiplier per reading is reported. Steps 1000 and 3000 are reported "
+    "beside. A finite run cannot show a bound, and no independent threshold for 'large' "
+    "exists, so the part carries no verdict.",
+    _practice_decide, kind="measurement", reachable=("INCONCLUSIVE",))
 
 
 # -------------------------------------------------------------------------- analysis
@@ -310,11 +313,20 @@ def analyse(results, ctx: RunContext) -> Analysis:
         f"{lad['at_1e-308']:.2f} at 1e-308; once 1/g overflows (g below about 5.6e-309) and "
         f"at g = 0 it is {lad['at_zero']}, so a layer whose gradient vanishes gets an "
         "infinite rate (and 0 x inf = NaN weights).",
-        "In practice (the CNN) the norms lie between about 1e-4 and 2; the largest factors belong to the "
+        "In practice (the CNN) the norms lie between about 1e-4 and 2; the largest factors "
+        "belong to the "
         "deepest tensors (biases, whose gradients cancel across balanced classes) and grow "
         "as training converges (the longer runs, reported beside). The verdict of the "
         "in-practice part depends on which data g_i is taken on, which the paper leaves "
-        "open: both readings are shown.",
+        "open: both readings are shown. The probe reading (the one the project's FLAYER "
+        f"runs use) gives at most {per_reading['probe'][0]:.2f}, the full-set reading "
+        f"{per_reading['full'][0]:.2f} (steps <= 200).",
+        "The in-practice part is a measurement: an earlier version decided it against a "
+        "threshold of 5.0 that arrived together with the result it judged (5.47), and no "
+        "independent source for a threshold of 'large in practice' was found; so the "
+        "numbers are reported without a verdict.",
+        "Premise: none. The reviewer's claim is about a formula (mathematics); no effect "
+        "of the paper is explained here, so there is nothing to reproduce first.",
     ]
     return Analysis(estimates=tuple(est), parts=parts, tables=tuple(tables),
                     figures=tuple(figs), notes=tuple(notes))

@@ -8,16 +8,21 @@ coordinate that no sampled client selected becomes exactly zero and one selected
 part of the clients is scaled down by that part's weight; the reported accuracy could
 therefore not come from that rule.
 
-Two parts, each with its own rule (ALL_PARTS combines them):
+Premise (the paper's effect the claim is about): FLAYER with a working server rule (the
+release's selector-mean) beats FedAvg on personalised accuracy; it gates ``collapse``.
 
-- ``structural`` (exact, per round, from the runs of the ``literal`` arm): every
+Parts (``all_of(structural, collapse)``; ``collapse-global`` is a measurement):
+
+- ``structural`` (a derivation checked on every round of the ``literal`` arm): every
   coordinate no sampled client selected is exactly 0 in the new global model, and every
   other coordinate equals p x (the mean over its selectors), p the selectors' share of
   the weight (so it shrinks whenever 0 < p < 1).
 - ``collapse`` (statistical): the best corrected arm's final personalised accuracy beats
-  ``literal``'s by more than a stated margin (paired over seeds, ``stats.three_way``).
+  ``literal``'s by more than m = 0.054 (the paper's reported mean gain over its
+  baselines), paired over seeds, ``stats.three_way`` at alpha/3 (best of three arms).
   It is not inferred from the structural part: with many clients most coordinates have
-  some selector. Depth and clients-per-round sweeps show how the gap moves.
+  some selector. Depth, clients-per-round, layer-reading and x20-rate sweeps show how
+  the gap moves; they do not enter the verdict.
 
 Arms (``audit.algorithms.flayer``): literal, carry-over, selector-mean, masked-delta
 (the server rule is the only difference), as-released, fedavg.
@@ -36,13 +41,20 @@ from audit.algorithms.flayer import CORRECTED, eq4_multiplier, make_algorithm
 from audit.claims import (FLAYER, RECORDS, Analysis, Arm, AuditError, Claim, Figure,
                           PaperNumber, RecordRef, RunContext, RunSpec, Table)
 from audit.runner import results_table
-from audit.verdict import ALL_PARTS, Estimate, Outcome, Rule
+from audit.verdict import (Estimate, Outcome, Premise, Rule, all_of, on_reviewer,
+                           premise_gate)
 
 CLAIM_ID = "flayer-masked-zero"
 
 # ------------------------------------------------------------------------ decision rules
-MARGIN = 0.10  # "collapse": the best corrected arm is ahead by more than 10 points
-EQUIV = 0.02  # "performs like": within +-2 points (TOST)
+# The margin of "collapse", from the paper (not from our runs): FLAYER's reported mean gain
+# over its six pFL baselines, +5.40 points (abstract). If the printed server rule costs
+# more than that against a working server rule, the printed rule could not give FLAYER
+# its reported lead, which is what the reviewer says; if it costs less (CI below it), the
+# printed rule could. The equivalence margin is the same number (an equivalence inside
+# (-m, +m) is a special case of "below m"; it is printed for completeness).
+MARGIN = 0.054  # source: FLAYER abstract, +5.40 points mean gain over six pFL baselines
+EQUIV = MARGIN
 ALPHA = 0.05
 IDENTITY_TOL = 1e-5  # float32 rounding of a float64 mean, relative to the largest value
 
@@ -57,10 +69,17 @@ ARMS = (
         "server: masked_delta()"),
     Arm("as-released", "server and mask rules of the authors' release (from CLAIMS.md): "
         "selector-mean over non-zero uploads, cap 0.9, head and 2-D Linear weights unmasked, "
-        "per-kernel-slice conv masks, A_l from the test split",
-        "server + masks + A_l source"),
+        "per-kernel-slice conv masks, A_l from the test split, rate recomputed every epoch, "
+        "masks written back into the client's own model. LEAVES OUT the release's x20 "
+        "rate factor for the CNN (at the paper's lr 0.1 it diverges: see the sweep "
+        "'released-lr-x20', which has it)",
+        "server + masks + A_l source + write-back; not x20"),
     Arm("fedavg", "plain FedAvg on the same model, data and seeds", "no FLAYER piece"),
 )
+
+#: The arm whose gain over FedAvg is the premise: the server rule of the authors' release
+#: (CLAIMS.md) among our arms, fixed before the run (no selection on the seeds).
+PREMISE_ARM = "selector-mean"
 
 
 def _decide_structural(ev: Mapping[str, Any]):
@@ -88,7 +107,8 @@ def _decide_structural(ev: Mapping[str, Any]):
 
 RULE_STRUCTURAL = Rule(
     "structural",
-    "Exact, per round: for every round of every literal run (all settings and seeds), "
+    "Exact, per round (an identity of the printed rule, checked on the runs: a derivation, "
+    "not an experiment): for every round of every literal run (all settings and seeds), "
     "(i) every parameter coordinate that no sampled client selected must be exactly 0 in "
     "the new global model, and (ii) every coordinate must equal p x (weighted mean over "
     f"its selectors) to float32 rounding (relative deviation <= {IDENTITY_TOL:g}), p = the "
@@ -96,40 +116,88 @@ RULE_STRUCTURAL = Rule(
     "some coordinate was unselected or had 0 < p < 1; REFUTED when any round breaks (i) or "
     "(ii); INCONCLUSIVE when no coordinate was ever unselected or shrunk.",
     _decide_structural,
+    kind="derivation",
 )
-
-_MAP = {"SUPPORTED": Outcome.CONFIRMED, "FALSIFIED": Outcome.REFUTED,
-        "INCONCLUSIVE": Outcome.INCONCLUSIVE}
 
 
 def _decide_collapse(ev: Mapping[str, Any]):
+    """ev: three_way (best corrected vs literal at alpha/k), best, sensitive (bool),
+    sensitivity (text), sweep (text), resolution (accuracy of one test example)."""
     tw = ev["three_way"]
+    out = on_reviewer(tw.outcome, holds_when="SUPPORTED")
     reason = (f"best corrected arm {ev['best']} vs literal, final personalised accuracy: "
-              f"{tw.reason} Assay sensitivity: {ev['sensitivity']}. {ev['sweep']}")
+              f"{tw.reason} Assay sensitivity at the margin's scale: {ev['sensitivity']}. "
+              f"{ev['sweep']}")
     needs = ""
-    if tw.outcome == "INCONCLUSIVE":
+    if out == Outcome.REFUTED and not ev["sensitive"]:
+        out = Outcome.INCONCLUSIVE
+        reason = ("the comparison alone would refute the reviewer, but the setting has no "
+                  "assay sensitivity at the margin's scale, so a gap of the margin's size "
+                  "could have been missed: " + reason)
+        needs = "seeds or a setting that detect a gap of the margin's size"
+    elif out == Outcome.INCONCLUSIVE:
         needs = (f"minimum detectable gap at n = {tw.n} is {tw.mde:.3g}; "
-                 + (f"{tw.seeds_needed} seeds would detect the observed gap"
+                 + (f"{tw.seeds_needed} seeds would detect the observed distance "
+                    f"{tw.difference.mean - tw.margin:+.3g} of the gap from the margin"
                     if tw.seeds_needed else "more seeds or a larger scale"))
-    return _MAP[tw.outcome], reason, needs
+    return out, reason, needs, {"flip": tw.flip, "resolution": ev["resolution"],
+                                "unit": "accuracy"}
 
 
 RULE_COLLAPSE = Rule(
     "collapse",
-    f"Paired over seeds, base setting, metric = final personalised accuracy (mean over "
-    f"clients of the personal model on the client's own test split). A = the corrected "
-    f"arm (carry-over, selector-mean, masked-delta) with the highest mean, B = literal. "
-    f"stats.three_way(A, B, margin={MARGIN}, equivalence_margin={EQUIV}, alpha={ALPHA}): "
-    f"CONFIRMED ('collapse') when the {int((1 - ALPHA) * 100)}% paired CI of A - B "
-    f"(Student-t below 10 seeds, BCa from 10 on) lies above {MARGIN} (10 accuracy "
-    f"points); REFUTED when it lies below {MARGIN}, "
-    f"or when TOST shows |A - B| < {EQUIV} with assay sensitivity (the same seeds and "
-    f"metric separate A's trained model from its untrained round-0 model by more than the "
-    f"margin); INCONCLUSIVE otherwise. Choosing the best of three corrected arms favours "
-    f"the reviewer; the depth and clients-per-round sweeps are reported beside, each with "
-    f"the same rule, but do not enter the verdict.",
+    "Paired over seeds (n = {n}), base setting ({setting}), metric = final personalised "
+    "accuracy (mean over clients of the personal model on the client's own test split: the "
+    "paper's Table 2 metric, the accuracy the reviewer says the printed rule cannot "
+    "produce). A = the corrected arm (carry-over, selector-mean, masked-delta) with the "
+    "highest mean, B = literal. Picking the best of k = {k} arms on the same seeds is a "
+    "selection, so the test runs at alpha/k (Bonferroni; measured by "
+    "audit.calibration.best_of_rates): {rule}. Margin m = {margin} = the paper's reported "
+    "mean gain of FLAYER over six pFL baselines (+5.40 points, abstract). CONFIRMED when "
+    "SUPPORTED (the printed rule costs more than FLAYER's reported lead); REFUTED when "
+    "FALSIFIED and the setting has assay sensitivity at the margin's scale (a planted "
+    "drop of m, made by relabelling correct test predictions of A's personal models to "
+    "wrong classes, is detected as a drop above m/2 at alpha/k, and the minimum detectable "
+    "gap of the A - B differences at power 0.8 is at most m); INCONCLUSIVE otherwise, and "
+    "whenever the premise is not reproduced. The sweeps are reported beside with the same "
+    "rule and do not enter the verdict.",
     _decide_collapse,
 )
+
+
+def _decide_collapse_global(ev: Mapping[str, Any]):
+    tw = ev["three_way"]
+    return (Outcome.INCONCLUSIVE,
+            f"measurement, not in the verdict: {ev['best']} - literal on the global test "
+            f"set (the server's model): {tw.reason} On this metric the rule would say "
+            f"{on_reviewer(tw.outcome, holds_when='SUPPORTED').value}; the global model "
+            f"carries the zeros directly, so this reading pushes towards CONFIRMED.", "")
+
+
+RULE_COLLAPSE_GLOBAL = Rule(
+    "collapse-global",
+    "The collapse rule ({rule}) on the final GLOBAL-model accuracy instead of the "
+    "personalised one, reported as a measurement: the reviewer's claim is about the "
+    "accuracy the paper reports (Table 2, personalised), so the global reading does not "
+    "enter the verdict; it is shown because it is the harsher reading for the literal arm.",
+    _decide_collapse_global, kind="measurement", reachable=("INCONCLUSIVE",),
+)
+
+
+def premise_of(tw, arm: str = PREMISE_ARM) -> Premise:
+    """The paper's effect: FLAYER (with a working server rule) beats FedAvg on the
+    personalised accuracy. three_way SUPPORTED -> reproduced, FALSIFIED -> not reproduced,
+    INCONCLUSIVE -> undecided."""
+    status = {"SUPPORTED": "reproduced", "FALSIFIED": "not reproduced",
+              "INCONCLUSIVE": "undecided"}[tw.outcome]
+    d = tw.difference
+    est = Estimate.of("premise_flayer_minus_fedavg", d, "accuracy",
+                      f"{arm} - fedavg, final personalised accuracy (paired, the rule's "
+                      f"interval)")
+    return Premise(f"FLAYER ({arm} server, the release's rule) beats FedAvg, final "
+                   f"personalised accuracy (paper: FLAYER ahead of its baselines)",
+                   status, f"{tw.text()}: {tw.reason}", est)
+
 
 # ------------------------------------------------------------------------------- scales
 # head_layers = s of Eq. 2, counted in conv/linear layers from the output: 1 (the
@@ -144,6 +212,8 @@ SCALES: dict[str, dict] = {
         "val_fraction": 0.15, "test_fraction": 0.2, "head_layers": 1,
         "depth_sweep": [["vgg", {"width": 0.25, "norm": "none"}]],
         "cpr_sweep": [5], "sweep_arms": ["literal", "selector-mean"], "sweep_seeds": 3,
+        "layer_unit": "tensor", "layer_sweep": ["module"], "lr_x20_sweep": True,
+        "margin": MARGIN, "equivalence_margin": EQUIV,
     },
     "full": {
         "dataset": "digits", "model": "cnn", "model_kw": {},
@@ -155,6 +225,8 @@ SCALES: dict[str, dict] = {
         "cpr_sweep": [10, 5, 2],
         "sweep_arms": ["literal", "carry-over", "selector-mean", "masked-delta"],
         "sweep_seeds": 5,
+        "layer_unit": "tensor", "layer_sweep": ["module"], "lr_x20_sweep": True,
+        "margin": MARGIN, "equivalence_margin": EQUIV,
     },
     # the paper's setting (Sec. 5): CIFAR-100, ResNet-18, 20 clients, Dir(0.1), batch 10,
     # lr 0.1, 75 rounds, 1 local epoch; data from ctx.data_dir, on ctx.device
@@ -164,6 +236,8 @@ SCALES: dict[str, dict] = {
         "rounds": 75, "local_epochs": 1, "batch_size": 10, "lr": 0.1, "eval_every": 5,
         "val_fraction": 0.1, "test_fraction": 0.2, "head_layers": 1,
         "depth_sweep": [], "cpr_sweep": [], "sweep_arms": [], "sweep_seeds": 0,
+        "layer_unit": "tensor", "layer_sweep": [], "lr_x20_sweep": False,
+        "margin": MARGIN, "equivalence_margin": EQUIV,
         # float32: bf16 autocast (--set amp=bf16) could not change the verdict (zeros come
         # from the aggregation rule in float32 weights; arms train alike), but on an H200
         # it was not faster here (9-12 s a round against 10 s in float32), so it is off
@@ -181,21 +255,35 @@ def specs(ctx: RunContext) -> list[RunSpec]:
     sweep_seeds = ctx.seeds[:int(cfg["sweep_seeds"])]
     settings = [f"depth={m}" for m, _ in cfg["depth_sweep"]]
     settings += [f"cpr={k}" for k in cfg["cpr_sweep"]]
+    settings += [f"layer={u}" for u in cfg.get("layer_sweep", [])]
     for st in settings:
         out += [RunSpec(a, s, st) for s in sweep_seeds for a in cfg["sweep_arms"]]
+    if cfg.get("lr_x20_sweep"):
+        out += [RunSpec("as-released", s, X20) for s in sweep_seeds]
     return out
 
 
-def _setting(spec: RunSpec, cfg: Mapping) -> tuple[str, dict, int | None]:
+X20 = "released-lr-x20"  # the sweep setting of as-released with the release's x20 factor
+
+
+def _setting(spec: RunSpec, cfg: Mapping) -> tuple[str, dict, int | None, str, float]:
+    """(model, model kwargs, clients per round, layer unit, as-released rate factor)."""
     model, kw, cpr = cfg["model"], dict(cfg["model_kw"]), cfg["clients_per_round"]
+    unit, factor = cfg.get("layer_unit", "tensor"), 1.0
     if spec.setting.startswith("depth="):
         model = spec.setting.split("=", 1)[1]
         kw = dict(dict(cfg["depth_sweep"])[model])
     elif spec.setting.startswith("cpr="):
         cpr = int(spec.setting.split("=", 1)[1])
+    elif spec.setting.startswith("layer="):
+        unit = spec.setting.split("=", 1)[1]
+    elif spec.setting == X20:
+        if not model.startswith("cnn"):
+            raise AuditError("the release's x20 rate factor applies to its CNN only")
+        factor = 20.0
     elif spec.setting:
         raise AuditError(f"unknown setting {spec.setting!r}")
-    return model, kw, cpr
+    return model, kw, cpr, unit, factor
 
 
 def _federated(cfg: Mapping, seed: int, data_dir: str | None):
@@ -214,7 +302,7 @@ def run(spec: RunSpec, ctx: RunContext) -> dict:
 
     cfg = ctx.config
     torch.set_num_threads(1)
-    model_name, kw, cpr = _setting(spec, cfg)
+    model_name, kw, cpr, unit, factor = _setting(spec, cfg)
     ds, fed = _federated(cfg, spec.seed, ctx.data_dir)
 
     def model_fn():
@@ -224,7 +312,8 @@ def run(spec: RunSpec, ctx: RunContext) -> dict:
         torch.manual_seed(spec.seed)
         init_norm = math.sqrt(sum(float((p.double() ** 2).sum())
                                   for p in model_fn().parameters()))
-    alg = make_algorithm(spec.arm, head_layers=cfg["head_layers"])
+    alg = make_algorithm(spec.arm, head_layers=cfg["head_layers"], layer_unit=unit,
+                         released_lr_factor=factor)
     fl = FLConfig(rounds=cfg["rounds"], clients_per_round=cpr,
                   local_epochs=cfg["local_epochs"], batch_size=cfg["batch_size"],
                   lr=cfg["lr"], seed=spec.seed, device=ctx.device,
@@ -232,7 +321,11 @@ def run(spec: RunSpec, ctx: RunContext) -> dict:
                   amp=cfg.get("amp"))
     h = run_federated(model_fn, fed, alg, fl, checkpoint=ctx.checkpoint(spec))
     per_round = [{k: v for k, v in m.items() if k in _KEEP or ":" in k} for m in h.algo]
+    planted, n_test_personal = _planted(model_fn, fed, alg, h, float(cfg["margin"]),
+                                        spec.seed, ctx.device)
     return {
+        "planted_personal_acc": planted,
+        "n_test_personal": n_test_personal,
         "init_norm": init_norm,
         "eval_rounds": list(h.rounds),
         "personal_acc": list(h.personal_acc),
@@ -246,6 +339,38 @@ def run(spec: RunSpec, ctx: RunContext) -> dict:
         "n_test_global": int(len(fed.y_test)),
         "seconds": h.seconds,
     }
+
+
+def _planted(model_fn, fed, alg, h, drop: float, seed: int, device) -> tuple[float, int]:
+    """Assay sensitivity through the pipeline: the final personal models' predictions on
+    each client's test split, with each CORRECT prediction relabelled to a random wrong
+    class with probability min(1, drop / acc_c) (acc_c the client's accuracy), so the
+    expected drop of every client's accuracy, and of their mean, is ``drop``. Returns
+    (planted mean personalised accuracy, total personal test examples)."""
+    model = model_fn().to(device)
+    rng = np.random.default_rng([seed, 7])
+    R = len(h.algo)
+    accs, total = [], 0
+    with torch.no_grad():
+        for k, c in enumerate(fed.clients):
+            n = len(c.y_test)
+            total += n
+            if n == 0:
+                continue
+            st = alg.personal_state(h.final_state, h.client_states[k], k, R)
+            model.load_state_dict(st)
+            model.eval()
+            pred = model(c.x_test.to(device)).argmax(1).cpu().numpy()
+            y = c.y_test.cpu().numpy()
+            correct = pred == y
+            acc = float(correct.mean())
+            q = min(1.0, drop / acc) if acc > 0 else 0.0
+            flip = correct & (rng.random(n) < q)
+            n_cls = int(fed.num_classes)
+            pred = pred.copy()
+            pred[flip] = (y[flip] + rng.integers(1, n_cls, int(flip.sum()))) % n_cls
+            accs.append(float((pred == y).mean()))
+    return float(np.mean(accs)), int(total)
 
 
 # ------------------------------------------------------------------------------ analysis
@@ -311,7 +436,7 @@ def analyse(results: Mapping[RunSpec, Mapping], ctx: RunContext) -> Analysis:
         E.append(_mean_est(f"{arm}_norm_ratio", r, "ratio", f"{arm}: final / initial norm"))
 
     # ---- structural (exact, every literal round of every setting)
-    lit_runs = [v for k, v in results.items() if k.arm == "literal"]
+    lit_runs = [v for k, v in results.items() if k.arm == "literal" and k.seed in seeds]
     rounds = [m for v in lit_runs for m in v["per_round"]]
     ev_s = {
         "runs": len(lit_runs), "rounds_checked": len(rounds),
@@ -335,23 +460,39 @@ def analyse(results: Mapping[RunSpec, Mapping], ctx: RunContext) -> Analysis:
           Estimate("literal_mean_p", ev_s["mean_p"], unit="share",
                    description="mean selector share p over selected coordinates")]
 
+    # ---- parameters of every decision (alpha scaled by the sequential look's share)
+    frac = float(getattr(ctx, "alpha_fraction", 1.0))
+    alpha = ALPHA * frac
+    margin = float(cfg.get("margin", MARGIN))
+    equiv = float(cfg.get("equivalence_margin", EQUIV))
+    k = len(CORRECTED)
+    alpha_k = alpha / k
+    n_pers = results[RunSpec("literal", seeds[0], "")].get("n_test_personal", n_test)
+    resolution = 1.0 / n_pers  # one personal test example, in the mean over clients
+
+    # ---- premise: FLAYER with a working (the release's) server rule beats FedAvg
+    tw_p = stats.three_way(pers[PREMISE_ARM], pers["fedavg"], margin=0.0,
+                           equivalence_margin=equiv, alpha=alpha)
+    premise = premise_of(tw_p)
+    E.append(premise.estimate)
+    E.append(_diff_est("literal_minus_fedavg", pers["literal"], pers["fedavg"],
+                       "literal - fedavg, final personalised accuracy: does the printed "
+                       "rule train at all against plain FedAvg"))
+
     # ---- collapse (base setting)
     best = max(CORRECTED, key=lambda a: float(pers[a].mean()))
-    sens_d = stats.paired_difference(pers[best], init[best], level=1 - ALPHA, method="t")
-    sensitive = bool(sens_d.low > MARGIN)
-    sens_txt = (f"{best} trained vs its round-0 model: mean {sens_d.mean:.3f}, 95% CI "
-                f"[{sens_d.low:.3f}, {sens_d.high:.3f}] -> "
-                + ("sensitive" if sensitive else "NOT sensitive"))
-    tw = stats.three_way(pers[best], pers["literal"], margin=MARGIN, equivalence_margin=EQUIV,
-                         alpha=ALPHA, sensitive=sensitive, rng=stats.verdict_rng())
+    tw = stats.three_way(pers[best], pers["literal"], margin=margin,
+                         equivalence_margin=equiv, alpha=alpha_k)
+    sens_ok, sens_txt = _sensitivity(results, seeds, "", best, pers[best], pers["literal"],
+                                     margin, equiv, alpha_k)
     E.append(_diff_est("gap_best_corrected_minus_literal", pers[best], pers["literal"],
                        f"{best} - literal, final personalised accuracy (paired)"))
     E.append(_diff_est("gap_best_corrected_minus_literal_global", glob[best], glob["literal"],
                        f"{best} - literal, final global accuracy (paired)"))
     E.append(Estimate("tost_literal_like_best_p", tw.tost.p_value, unit="p",
-                      description=f"TOST p, literal within +-{EQUIV} of {best} "
-                      f"(equivalent: {tw.tost.equivalent}, sensitive: {sensitive})"))
-    E.append(Estimate("assay_sensitivity", float(sensitive), unit="bool",
+                      description=f"TOST p, literal within +-{equiv:g} of {best} "
+                      f"(equivalent: {tw.tost.equivalent})"))
+    E.append(Estimate("assay_sensitivity", float(sens_ok), unit="bool",
                       description=sens_txt))
     for arm in CORRECTED:
         E.append(_diff_est(f"gap_{arm}_minus_literal", pers[arm], pers["literal"],
@@ -376,13 +517,16 @@ def analyse(results: Mapping[RunSpec, Mapping], ctx: RunContext) -> Analysis:
     E.append(Estimate("literal_max_eq4_multiplier", mults["literal"], unit="x",
                       description="largest Eq. 4 multiplier in any literal round"))
 
-    # ---- sweeps
-    sweep_rows, sweep_txt = [], []
+    # ---- sweeps (same rule, same alpha/k; reported, not in the verdict)
+    sweep_rows, sweep_txt, sweep_out = [], [], {}
     settings = [("", cfg["model"], "all" if cfg["clients_per_round"] is None
                  else cfg["clients_per_round"])]
     settings += [(f"depth={m}", m, "all") for m, _ in cfg["depth_sweep"]]
-    settings += [(f"cpr={k}", cfg["model"], k) for k in cfg["cpr_sweep"]]
-    sw_seeds = seeds[:int(cfg["sweep_seeds"])] or seeds
+    settings += [(f"cpr={c}", cfg["model"], c) for c in cfg["cpr_sweep"]]
+    settings += [(f"layer={u}", cfg["model"], "all") for u in cfg.get("layer_sweep", [])]
+    sweep_ids = [st for st, _, _ in settings[1:]]
+    sw_seeds = [s for s in seeds  # the seeds of this subset that have every sweep run
+                if sweep_ids and all(RunSpec("literal", s, st) in results for st in sweep_ids)]
     for st, model, cpr in settings:
         arms_here = list(ARM_NAMES) if st == "" else list(cfg["sweep_arms"])
         sds = seeds if st == "" else sw_seeds
@@ -390,30 +534,70 @@ def analyse(results: Mapping[RunSpec, Mapping], ctx: RunContext) -> Analysis:
             continue
         p = results_table(results, "final_personal_acc", arms_here, sds, st)
         corr = [a for a in arms_here if a in CORRECTED]
+        kk = len(corr)
         b = max(corr, key=lambda a: float(p[a].mean()))
-        i0 = results_table(results, "init_personal_acc", [b], sds, st)[b]
-        sens_here = bool(stats.paired_difference(p[b], i0, level=1 - ALPHA,
-                                                 method="t").low > MARGIN)
-        t = stats.three_way(p[b], p["literal"], margin=MARGIN, equivalence_margin=EQUIV,
-                            alpha=ALPHA, sensitive=sens_here, rng=stats.verdict_rng())
+        t = stats.three_way(p[b], p["literal"], margin=margin, equivalence_margin=equiv,
+                            alpha=alpha / kk)
+        o = on_reviewer(t.outcome, holds_when="SUPPORTED")
+        if st and o == Outcome.REFUTED:
+            ok, _ = _sensitivity(results, sds, st, b, p[b], p["literal"], margin, equiv,
+                                 alpha / kk)
+            o = o if ok else Outcome.INCONCLUSIVE
+        elif not st:
+            o = RULE_COLLAPSE.decide({"three_way": tw, "best": best, "sensitive": sens_ok,
+                                      "sensitivity": "", "sweep": "",
+                                      "resolution": resolution})[0]
         zf = results_table(results, "final_zero_frac", ["literal"], sds, st)["literal"]
         nr = results_table(results, "norm_ratio", ["literal"], sds, st)["literal"]
-        L = len([k for k in results[RunSpec("literal", sds[0], st)]["per_round"][0]
-                 if k.startswith("norm:")])
+        L = len([q for q in results[RunSpec("literal", sds[0], st)]["per_round"][0]
+                 if q.startswith("norm:")])
         d = t.difference
         label = st or "base"
+        sweep_out[label] = o
         sweep_rows.append((label, model, cpr, len(sds), L, round(float(zf.mean()), 4),
                            round(float(nr.mean()), 3), round(float(p["literal"].mean()), 4),
                            b, round(float(p[b].mean()), 4), round(d.mean, 4),
-                           f"[{d.low:.4f}, {d.high:.4f}]", _MAP[t.outcome].value))
-        sweep_txt.append(f"{label}: gap {d.mean:.3f} [{d.low:.3f}, {d.high:.3f}] -> "
-                         f"{_MAP[t.outcome].value}")
+                           f"[{d.low:.4f}, {d.high:.4f}]", f"{alpha / kk:.4g}", o.value))
+        sweep_txt.append(f"{label}: gap {d.mean:.3f} [{d.low:.3f}, {d.high:.3f}] -> {o.value}")
         if st:
             E.append(_diff_est(f"gap_{st.replace('=', '_')}", p[b], p["literal"],
                                f"{st}: {b} - literal, final personalised accuracy"))
-    ev_c = {"three_way": tw, "best": best, "sensitivity": sens_txt,
-            "sweep": "Sweeps (same rule, not in the verdict): " + "; ".join(sweep_txt) + "."}
-    part_c = RULE_COLLAPSE(ev_c)
+    disagree = [lb for lb, o in sweep_out.items() if lb != "base" and o != sweep_out["base"]]
+    speaks = ("The verdict speaks for the base setting (small CNN, all 20 clients every "
+              "round, Dir(0.1)); "
+              + (f"the sweeps {', '.join(disagree)} disagree with it, so it does not carry "
+                 f"over to them" if disagree else "the sweeps agree with it"))
+    ev_c = {"three_way": tw, "best": best, "sensitive": sens_ok, "sensitivity": sens_txt,
+            "resolution": resolution,
+            "sweep": f"Sweeps (same rule, not in the verdict): {'; '.join(sweep_txt)}. "
+                     f"{speaks}."}
+    cpr_txt = "all" if cfg["clients_per_round"] is None else cfg["clients_per_round"]
+    params = {"n": tw.n, "k": k, "margin": f"{margin:g}", "rule": tw.text(),
+              "setting": f"{cfg['model']}, {cfg['n_clients']} clients, {cpr_txt} per "
+                         f"round, layer = {cfg.get('layer_unit', 'tensor')}"}
+    part_c = premise_gate(RULE_COLLAPSE(ev_c, params=params), premise)
+    tw_g = stats.three_way(glob[best], glob["literal"], margin=margin,
+                           equivalence_margin=equiv, alpha=alpha_k)
+    part_g = RULE_COLLAPSE_GLOBAL({"three_way": tw_g, "best": best},
+                                  params={"rule": tw_g.text()})
+
+    # ---- as-released with the release's x20 rate factor (reported)
+    x20_seeds = [s for s in seeds if RunSpec("as-released", s, X20) in results]
+    x20_txt = "not run at this scale"
+    if x20_seeds:
+        xp = np.array([results[RunSpec("as-released", s, X20)]["final_personal_acc"]
+                       for s in x20_seeds])
+        xg = np.array([results[RunSpec("as-released", s, X20)]["final_global_acc"]
+                       for s in x20_seeds])
+        E.append(Estimate("as_released_x20_personal_acc", float(xp.mean()), unit="accuracy",
+                          n=len(xp), method="mean",
+                          description="as-released with the release's x20 CNN rate factor"))
+        E.append(Estimate("as_released_x20_global_acc", float(xg.mean()), unit="accuracy",
+                          n=len(xg), method="mean",
+                          description="the same, global-model accuracy"))
+        x20_txt = (f"personalised {xp.mean():.3f}, global {xg.mean():.3f} over seeds "
+                   f"{x20_seeds} (without it, same seeds: personalised "
+                   f"{np.mean([pers_of(results, 'as-released', s) for s in x20_seeds]):.3f})")
 
     ratio = results_table(results, "norm_ratio", ARM_NAMES, seeds)
     zeros = results_table(results, "final_zero_frac", ARM_NAMES, seeds)
@@ -423,16 +607,19 @@ def analyse(results: Mapping[RunSpec, Mapping], ctx: RunContext) -> Analysis:
                "zero fraction"),
               tuple((a, *_row(pers[a]), *_row(glob[a]), round(float(ratio[a].mean()), 3),
                      round(float(zeros[a].mean()), 4)) for a in ARM_NAMES),
-              f"Resolution of the global accuracy: one test example = 1/{n_test} = "
-              f"{1 / n_test:.4f}."),
+              f"Resolution: one global test example = 1/{n_test} = {1 / n_test:.4f}; one "
+              f"personal test example moves the mean over clients by about 1/{n_pers} = "
+              f"{resolution:.4f}."),
         Table("Gap to the best corrected arm by setting (personalised accuracy)",
               ("setting", "model", "clients/round", "seeds", "layers", "literal zero frac",
                "literal norm ratio", "literal acc", "best corrected", "its acc", "gap",
-               "95% CI", f"rule (margin {MARGIN})"),
+               "95% CI", "alpha/k", f"rule (margin {margin:g})"),
               tuple(sweep_rows),
               "Sweep settings use the sweep arms and the first sweep_seeds seeds; their "
               "outcomes are reported, not combined into the verdict. 'layers' counts "
-              "parameter-bearing modules; Eq. 4 and 9 index parameter tensors."),
+              "parameter-bearing modules; Eqs. 4 and 9 index parameter tensors except in "
+              "the layer=module sweep. The CI column is 95% t; the rule uses its own "
+              "(1 - alpha/k) interval."),
         eq4_table(),
         Table("Largest Eq. 4 multiplier seen in any round (base setting)",
               ("arm", "max multiplier"), tuple((a, round(v, 3)) for a, v in mults.items())),
@@ -442,6 +629,7 @@ def analyse(results: Mapping[RunSpec, Mapping], ctx: RunContext) -> Analysis:
     ds = stats.paired_difference(pers["selector-mean"], pers["literal"], level=0.95,
                                  method="t")
     dg = stats.paired_difference(glob[best], glob["literal"], level=0.95, method="t")
+    dl = stats.paired_difference(pers["literal"], pers["fedavg"], level=0.95, method="t")
     pos = [e.value for e in E if e.name == "as_released_position"][0]
     which = ("At this scale, filling in the exact zeros alone (carry-over) does not "
              "close the gap; undoing the shrinkage of partly selected coordinates as well "
@@ -449,30 +637,102 @@ def analyse(results: Mapping[RunSpec, Mapping], ctx: RunContext) -> Analysis:
              if dc.high < ds.low else
              "The two fixes are not separated at this scale.")
     measured = (
+        f"Premise ({premise.status}): {PREMISE_ARM} - fedavg, personalised accuracy, "
+        f"{premise.estimate.value:+.3f} [{premise.estimate.low:+.3f}, "
+        f"{premise.estimate.high:+.3f}] (the rule's {100 * (1 - alpha):.4g}% interval). "
+        f"Does the printed rule train at all: literal - fedavg {dl.mean:+.3f} "
+        f"[{dl.low:+.3f}, {dl.high:+.3f}] (95% t). The premise arm is fixed in code "
+        f"({PREMISE_ARM}, the release's server rule), not picked on these seeds; the "
+        f"collapse part is gated by the premise (premise_gate): if FLAYER with a working "
+        f"server does not beat FedAvg here, whether the printed rule could give the "
+        f"reported accuracy cannot be read from this setting.",
         f"Which fix matters (personalised accuracy, paired, 95% t): carry-over - literal "
         f"{dc.mean:+.3f} [{dc.low:+.3f}, {dc.high:+.3f}]; selector-mean - literal "
         f"{ds.mean:+.3f} [{ds.low:+.3f}, {ds.high:+.3f}]. {which}",
-        f"The global model suffers more than the personalised one: {best} - literal on the "
-        f"global test set {dg.mean:+.3f} [{dg.low:+.3f}, {dg.high:+.3f}] (literal "
-        f"{glob['literal'].mean():.3f}, fedavg {glob['fedavg'].mean():.3f}). The "
-        f"personalised metric, the paper's, mixes each client's own head back in (Eq. 2).",
-        f"as-released lands at {pos:.2f} on the line from literal (0) to {best} (1).",
+        f"Metric: the reviewer says the accuracy the paper reports (Table 2; 60.68% on "
+        f"CIFAR-100) could not come from the printed rule; that number is personalised "
+        f"accuracy, so the collapse part decides on it. On the global model the gap is "
+        f"larger ({best} - literal {dg.mean:+.3f} [{dg.low:+.3f}, {dg.high:+.3f}]; literal "
+        f"{glob['literal'].mean():.3f}, fedavg {glob['fedavg'].mean():.3f}): that reading "
+        f"pushes towards CONFIRMED and is reported as the measurement part "
+        f"'collapse-global', outside the verdict. The personalised model mixes each "
+        f"client's own head back in (Eq. 2), which can hide a damaged global model.",
+        f"as-released lands at {pos:.2f} on the line from literal (0) to {best} (1). With "
+        f"the release's x20 rate factor for the CNN (sweep '{X20}'): {x20_txt}.",
+        f"Alpha: {ALPHA:g} x look share {frac:.4g} = {alpha:.4g}; the collapse part runs at "
+        f"alpha/{k} = {alpha_k:.4g} (best of {k} corrected arms picked on the same seeds; "
+        f"tests/falsifier calibrate this with audit.calibration.best_of_rates).",
     )
     notes = measured + (
+        f"Margin m = {margin:g}: FLAYER's reported mean gain over its six pFL baselines "
+        f"(+5.40 points, abstract), set before the run. Equivalence margin {equiv:g} (the "
+        f"same number; an equivalence inside (-m, +m) already lies below m).",
+        "Setting: the verdict is read at the base setting. The setting closest to the "
+        "paper's (ResNet-18, 20 clients all taking part each round in our reading of its "
+        "setup, Dir(0.1)) is the deepest model of the depth sweep with all clients (smoke: "
+        "vgg; full: resnet8): depth sets how many tensors sit at the 0.1 floor of Eq. 9. "
+        "The clients-per-round sweep is further from the paper (fewer clients a round "
+        "means more unselected coordinates, harsher on literal). Where a sweep disagrees "
+        "with the base, the collapse reason says so; the verdict does not carry over.",
+        f"What 'layer' means (Eqs. 4, 9) is a stated choice: every parameter tensor "
+        f"(base, layer_unit = {cfg.get('layer_unit', 'tensor')}). On the smoke CNN the "
+        "first conv weight keeps 1/6 of its coordinates under that reading and 1/3 when a "
+        "module (weight + bias) is one layer: the tensor reading masks more and pushes "
+        "towards a collapse of the literal arm (towards CONFIRMED); the layer=module sweep "
+        "shows the other reading.",
         "The structural part is mathematics checked on every round: the literal server "
         "rule equals p x selector-mean coordinate by coordinate, so unselected "
         "coordinates are exactly zero and partly selected ones are scaled by p < 1.",
-        "The consequence part is measured, not inferred: the literal arm's clients "
-        "retrain from the shrunken global model every round, and its personalised model "
-        "mixes in the client's own head (Eq. 2), which can hide a damaged global model.",
+        "Assay sensitivity at the margin's scale: a planted drop of m is made through the "
+        "pipeline (each correct prediction of the best corrected arm's final personal "
+        "models relabelled to a wrong class with probability m / its client's accuracy) "
+        "and must be detected above m/2; and the minimum detectable gap of the decisive "
+        "A - B differences (power 0.8, alpha/k) must be at most m. Without both, a "
+        "FALSIFIED comparison does not refute the reviewer.",
         "Smoke scale runs the 8x8 digits set with a small CNN; the paper's 60.68% "
         "(CIFAR-100, ResNet-18) is shown beside our literal arm only as the paper's "
         "number; its setting is --scale paper (needs the data and a GPU).",
         "as-released re-implements the release's server and mask rules from their "
-        "description (no code of the release); its extra x20 rate factor for the CNN and "
-        "its CPU-only write-back of masks into the client model are not reproduced.",
+        "description (no code of the release), with the masks written back into the "
+        "client's own model (A_l is read before the write-back: our reading of the order). "
+        f"It leaves out the x20 rate factor for the CNN in the base arm (at the paper's lr "
+        f"0.1 the rate becomes 2 x Eq. 4 and training diverges; the release pairs it with "
+        f"its own base rate, which CLAIMS.md does not give); the sweep '{X20}' has it. "
+        "The write-back cannot move the as-released numbers in this setting: Eq. 2 reads "
+        "only the head (the last weight layer) from the client's local model, and the "
+        "release never masks the last two tensors, so the masked local body is never read "
+        "again (tests/test_flayer.py checks that the kept local model is theta * M).",
     )
-    return Analysis(tuple(E), (part_s, part_c), tuple(tables), tuple(figures), notes)
+    return Analysis(tuple(E), (part_s, part_c, part_g), tuple(tables), tuple(figures),
+                    notes, premise=premise)
+
+
+def pers_of(results, arm, seed, setting=""):
+    return results[RunSpec(arm, seed, setting)]["final_personal_acc"]
+
+
+def _sensitivity(results, seeds, setting, arm, a, b, margin, equiv, alpha):
+    """(sensitive, text): the planted drop of ``margin`` in ``arm``'s personal models is
+    detected above margin/2 (three_way, alpha), and the minimum detectable gap of the
+    decisive differences a - b (power 0.8, alpha) is at most the margin."""
+    planted = np.array([results[RunSpec(arm, s, setting)].get("planted_personal_acc",
+                                                              float("nan")) for s in seeds])
+    if not np.all(np.isfinite(planted)):
+        return False, "no planted effect in these runs"
+    with stats.without_flip():
+        tp = stats.three_way(a, planted, margin=margin / 2, equivalence_margin=equiv,
+                             alpha=alpha)
+    sd = float(np.std(np.asarray(a) - np.asarray(b), ddof=1))
+    mde = stats.minimum_detectable_effect(len(seeds), alpha=alpha) * sd
+    ok = tp.outcome == "SUPPORTED" and mde <= margin
+    d = tp.difference
+    return ok, (f"planted drop {margin:g} in {arm}: measured {d.mean:.4f} "
+                f"[{d.low:.4f}, {d.high:.4f}] -> "
+                f"{'detected' if tp.outcome == 'SUPPORTED' else 'NOT detected'} above "
+                f"{margin / 2:g}; minimum detectable gap of the A - B differences at n = "
+                f"{len(seeds)}, alpha {alpha:.3g}, power 0.8: {mde:.4f} "
+                f"{'<=' if mde <= margin else '>'} m = {margin:g} -> "
+                + ("sensitive" if ok else "NOT sensitive at the margin's scale"))
 
 
 def _row(x):
@@ -542,8 +802,14 @@ CLAIM = Claim(
                "zeros, so unselected weights vanish and selected ones shrink; the "
                "reported accuracy could not come from that rule."),
     arms=ARMS,
-    rules=(RULE_STRUCTURAL, RULE_COLLAPSE),
-    combination=ALL_PARTS,
+    rules=(RULE_STRUCTURAL, RULE_COLLAPSE, RULE_COLLAPSE_GLOBAL),
+    combination=all_of(
+        ("structural", "collapse"),
+        "both directions count: a REFUTED collapse (the printed rule costs less than "
+        "FLAYER's reported lead, with assay sensitivity) refutes the reviewer whatever the "
+        "structural identity says; collapse is INCONCLUSIVE where the premise (FLAYER "
+        "beats FedAvg) is not reproduced; collapse-global is a measurement, outside the "
+        "verdict."),
     stochastic=True,
     scales=SCALES,
     run=run,

@@ -26,11 +26,20 @@ from audit import stats
 from audit.claims import (GENEFL, RECORDS, Analysis, Arm, AuditError, Claim, Figure,
                           PaperNumber, RecordRef, RunContext, RunSpec, Table)
 from audit.runner import results_table
-from audit.verdict import Estimate, Outcome, Rule, all_of
+from audit.verdict import (Estimate, Outcome, Premise, Rule, all_of, on_reviewer,
+                           premise_gate)
 
 DELTA = 0.5  # the fixed relative perturbation: ||dtheta_l|| = DELTA * ||theta_l||
-EQUIV_MARGIN = 0.02  # accuracy equivalence margin d (2 points)
+# accuracy equivalence margin d: 2 points of agnostic-client accuracy. Source: a stated
+# multiple of the metric's resolution (one test example of a smoke agnostic client is
+# 1/20 to 1/60 of its accuracy; over 4 clients one example moves the mean by about 0.004
+# to 0.012: d is 2 to 5 examples), fixed before the run; `--set equivalence_margin=...` changes it and the printed rules.
+EQUIV_MARGIN = 0.02
 ALPHA = 0.05
+# `selection`: Jaccard thresholds, stated choices fixed before the run (0.8: at most about
+# one layer in ten differs between the two sets at gamma ~ 8; 0.5: fewer than two thirds
+# shared)
+J_HIGH, J_LOW = 0.8, 0.5
 
 SMOKE_SIM = {"dataset": "digits", "model": "vgg", "model_kw": {"width": 0.5},
              "known_classes": list(range(7)), "agnostic_classes": list(range(5, 10)),
@@ -38,11 +47,14 @@ SMOKE_SIM = {"dataset": "digits", "model": "vgg", "model_kw": {"width": 0.5},
              "rounds": 6, "clients_per_round": None, "local_epochs": 1, "batch_size": 32,
              "lr": 0.05, "gamma_fraction": 0.5, "lam_gen": 0.01, "lam_elg": 0.1,
              "fisher_quantile": 0.5, "finetune_steps": 8, "finetune_lr": 0.05,
-             "agnostic_min_size": 60}
+             "agnostic_min_size": 60, "local_layers": "keep",
+             "equivalence_margin": EQUIV_MARGIN}
 SCALES = {
     "smoke": SMOKE_SIM,
-    "full": {**SMOKE_SIM, "n_known": 12, "rounds": 30, "n_agnostic": 8, "clusters": 3,
-             "finetune_steps": 20},
+    # digits' classes 7-9 hold 426 training samples outside the known classes: 6 agnostic
+    # clients of at least 50 (the smoke's 60 for 8 clients needed 480)
+    "full": {**SMOKE_SIM, "n_known": 12, "rounds": 30, "n_agnostic": 6, "clusters": 3,
+             "finetune_steps": 20, "agnostic_min_size": 50},
     # CIFAR-10, the engine's CIFAR ResNet-18, shard partition with s = 4 shards a client
     # (our reading of the paper's s); needs --data-dir
     "paper": {**SMOKE_SIM, "dataset": "cifar10", "model": "resnet18", "model_kw": {},
@@ -58,9 +70,14 @@ ARMS = (
         "sort order reversed"),
     Arm("random-gamma", "learnGene = gamma layers drawn at random", "no score"),
     Arm("top-gamma-no-dim", "top gamma by cos alone", "Eq. 9 without the 1/dim factor"),
+    Arm("top-gamma-reset", "top-gamma, clients restart every round from the full cluster "
+        "model (Algorithm 1 line 4 literally)", "never-uploaded layers reset each round: "
+        "reported, not in the verdict"),
 )
-MODES = {"top-gamma": ("top", True), "bottom-gamma": ("bottom", True),
-         "random-gamma": ("random", True), "top-gamma-no-dim": ("top", False)}
+#: arm -> (selection mode, 1/dim factor, local layers)
+MODES = {"top-gamma": ("top", True, None), "bottom-gamma": ("bottom", True, None),
+         "random-gamma": ("random", True, None), "top-gamma-no-dim": ("top", False, None),
+         "top-gamma-reset": ("top", True, "reset")}
 
 
 # ---------------------------------------------------------------- perturbation test
@@ -137,13 +154,16 @@ def run(spec: RunSpec, ctx: RunContext) -> dict:
     if cfg["dataset"] != "digits" and ctx.data_dir is None:
         raise AuditError(f"scale {ctx.scale!r} runs on {cfg['dataset']}: pass --data-dir "
                          "(or set AUDIT_DATA) to its local copy (torchvision layout)")
-    mode, use_dim = MODES[spec.arm]
+    mode, use_dim, local = MODES[spec.arm]
+    if local is not None:
+        cfg["local_layers"] = local
+    cfg["plant_effect"] = float(cfg.get("equivalence_margin", EQUIV_MARGIN))
     # a killed long run resumes from its last checkpoint (None when caching is off)
     out = simulate(cfg, spec.seed, mode, use_dim, data_dir=ctx.data_dir, device=ctx.device,
                    checkpoint=ctx.checkpoint(spec))
     finals = out.pop("final_states")
     res = {k: out[k] for k in ("gamma", "n_layers", "known_acc", "agnostic_acc",
-                               "agnostic_acc_nogene", "agnostic_acc_short", "cluster_of",
+                               "agnostic_acc_nogene", "agnostic_acc_planted", "cluster_of",
                                "n_test_agnostic")}
     res["genes"] = [c["gene"] for c in out["clusters"]]
     res["gene_param_bytes"] = [c["gene_param_bytes"] for c in out["clusters"]]
@@ -170,32 +190,36 @@ def _direction_decide(ev):
             "a model with equal-size layers"
     wins = sum(r["untouched_higher"] for r in eq)
     txt = (f"equal-size pairs: the untouched layer scores higher in {wins} of {len(eq)} "
-           f"(relative move {DELTA}, {ev['n_models']} trained models)")
+           f"(relative move {ev['delta']}, {ev['n_models']} trained models)")
     if wins == len(eq):
-        return Outcome.CONFIRMED, txt + ": a higher xi means the layer moved less.", ""
-    return Outcome.REFUTED, txt + ": a moved layer outscored an unmoved one.", ""
+        return Outcome.CONFIRMED, txt + ": a higher xi means the layer moved less " \
+            "(as the identity says).", ""
+    return Outcome.REFUTED, txt + ": a moved layer outscored an unmoved one of its size " \
+        "(the identity failed numerically: a bug to look into).", ""
 
 
 RULE_DIRECTION = Rule(
     "direction",
-    "The reviewer's perturbation test, exact per pair: on each seed's trained model, one "
-    f"layer of a copy is moved by {DELTA} x its norm in a seeded random direction orthogonal "
-    "to it (cosine exactly 1/sqrt(1 + delta^2)) and Eq. 9 "
-    "is computed against the unmoved model. CONFIRMED when, in every pair of layers of "
-    "EQUAL size, the untouched layer scores higher; REFUTED when any moved layer scores "
-    "higher than an untouched one of its size. (Pairs of different sizes are reported: "
-    "there the 1/dim factor can reverse the order.)",
-    _direction_decide)
+    "A derivation, checked numerically (its verdict is a proof, not an experiment): at "
+    "equal size Eq. 9 orders layers by cosine, an untouched layer has cosine exactly 1 and "
+    "a layer moved by delta x its norm orthogonally has cosine 1/sqrt(1 + delta^2) < 1, so "
+    "the untouched layer must score higher. The reviewer's perturbation test checks it on "
+    "each seed's trained model (delta = {delta}): CONFIRMED when the untouched layer scores "
+    "higher in every equal-size pair; REFUTED when any moved layer scores higher than an "
+    "untouched one of its size (only a numerical failure of the identity could do that); "
+    "INCONCLUSIVE when the model has no two layers of equal size.",
+    _direction_decide, kind="derivation")
 
 
 def _selection_decide(ev):
     js, jz, rho = ev["j_stable"], ev["j_size"], ev["rho"]
+    hi, lo = ev["j_high"], ev["j_low"]
     txt = (f"over {ev['n_updates']} client updates: Jaccard(top-gamma by xi, gamma most "
            f"stable) = {js:.3f}, Jaccard(top-gamma by xi, gamma smallest) = {jz:.3f}, "
            f"Spearman(xi, 1/dim) = {rho:.3f}")
-    if js >= 0.8:
+    if js >= hi:
         return Outcome.CONFIRMED, txt + ": top-gamma keeps the most stable layers.", ""
-    if js < 0.5 and jz >= 0.8:
+    if js < lo and jz >= hi:
         return Outcome.REFUTED, txt + ": top-gamma keeps the smallest layers, not the " \
             "most stable ones.", ""
     return Outcome.INCONCLUSIVE, txt + ": neither description fits well.", \
@@ -204,46 +228,62 @@ def _selection_decide(ev):
 
 RULE_SELECTION = Rule(
     "selection",
-    "Selection statistics on the printed method's real client updates (last round, every "
-    "client of every cluster, every seed): CONFIRMED when the mean Jaccard overlap of "
-    "top-gamma by xi with the gamma highest-cosine (most stable) layers is at least 0.8; "
-    "REFUTED when it is below 0.5 while the overlap with the gamma smallest layers is at "
-    "least 0.8; INCONCLUSIVE otherwise. Thresholds fixed before the run.",
+    "Selection statistics on the top-gamma arm's real client updates (last round, every "
+    "client of every cluster, every seed; exact, no interval): CONFIRMED when the mean "
+    "Jaccard overlap of top-gamma by xi with the gamma highest-cosine (most stable) layers "
+    "is at least {j_high}; REFUTED when it is below {j_low} while the overlap with the "
+    "gamma smallest layers is at least {j_high}; INCONCLUSIVE otherwise. Thresholds are "
+    "stated choices fixed before the run (0.8: about one layer in ten differs).",
     _selection_decide)
 
 
 def _accuracy_decide(ev):
     tw = ev["three_way"]
-    # the reviewer's falsifier: if bottom matches or beats top, the selection is not what
-    # drives the results. So: top beats bottom (SUPPORTED) -> REFUTED; FALSIFIED -> CONFIRMED
-    m = {"SUPPORTED": Outcome.REFUTED, "FALSIFIED": Outcome.CONFIRMED,
-         "INCONCLUSIVE": Outcome.INCONCLUSIVE}[tw.outcome]
+    # the reviewer's own test: bottom-gamma matches or beats top-gamma -> the reviewer is
+    # right; top-gamma beats bottom-gamma (SUPPORTED of "top beats bottom") -> against
+    out = on_reviewer(tw.outcome, holds_when="FALSIFIED")
     needs = "" if tw.seeds_needed is None else f"about {tw.seeds_needed} seeds"
-    return m, tw.reason + ev["sens_txt"], needs or "more seeds or a larger setting"
+    return out, tw.reason + ev["sens_txt"], needs or "more seeds or a larger setting", \
+        {"flip": tw.flip, "resolution": ev["resolution"], "unit": "accuracy"}
 
 
 RULE_ACCURACY = Rule(
     "accuracy-top-vs-bottom",
-    "Separate, labelled result (not part of the verdict): agnostic-client accuracy after "
-    "the fixed local steps, top-gamma (A) vs bottom-gamma (B), paired by seed; three-way "
-    f"rule with margin 0, alpha {ALPHA}, equivalence margin d = {EQUIV_MARGIN} (TOST) "
-    "accepted only with assay sensitivity (the same clients, seeds and metric separate "
-    "no-gene initialisation from a quarter-steps no-gene control: paired t CI above 0). "
-    "Top beats bottom -> REFUTED (the direction matters); bottom matches or beats top -> "
-    "CONFIRMED; else INCONCLUSIVE.",
+    "The reviewer's own test, in both directions: agnostic-client accuracy after the fixed "
+    "local steps, top-gamma (A) vs bottom-gamma (B), paired by seed. {rule}; equivalence "
+    "counts only with assay sensitivity (a planted handicap of size d: round(d x n_test) "
+    "correct predictions of the top-gamma model, drawn at random, relabelled wrong; "
+    "detected by the same rule: CI of top minus planted above 0). Map onto the reviewer: top beats bottom -> REFUTED; "
+    "bottom matches (equivalence) or beats top -> CONFIRMED; else INCONCLUSIVE. Gated by "
+    "the premise (the gene beats no gene): INCONCLUSIVE where it is not reproduced.",
     _accuracy_decide)
 
 
 COMBINATION = all_of(
-    ("direction", "selection"),
-    "`direction` is the perturbation test and `selection` what top-gamma keeps; "
-    "`accuracy-top-vs-bottom` is reported beside them and does not enter the verdict.")
+    ("direction", "selection", "accuracy-top-vs-bottom"),
+    "the reviewer's own test (`accuracy-top-vs-bottom`) enters in both directions: where "
+    "top-gamma beats bottom-gamma it alone makes the claim REFUTED, and the headline says "
+    "so; `direction` is a derivation (a proof, checked numerically).")
+
+
+def _premise_decide(tw, d) -> Premise:
+    status = {"SUPPORTED": "reproduced", "FALSIFIED": "not reproduced",
+              "INCONCLUSIVE": "undecided"}[tw.outcome]
+    return Premise("the learnGene (top-gamma, as printed) beats no gene on agnostic "
+                   "clients (accuracy after the same local steps)", status,
+                   "three-way rule, A = top-gamma gene, B = no gene, margin 0, d = "
+                   f"{d}: {tw.reason}",
+                   Estimate.of("premise_top_minus_nogene", tw.difference, "accuracy",
+                               "paired by seed: top-gamma gene - no gene"))
 
 
 # ----------------------------------------------------------------------- analysis
 def analyse(results, ctx: RunContext) -> Analysis:
     seeds = list(ctx.seeds)
     arms = [a.name for a in ARMS]
+    cfg = ctx.config
+    alpha = ALPHA * float(getattr(ctx, "alpha_fraction", 1.0))
+    d = float(cfg.get("equivalence_margin", EQUIV_MARGIN))
     tops = [results[RunSpec("top-gamma", s)] for s in seeds]
     pairs = [dict(r, seed=s) for s, t in zip(seeds, tops) for r in t["perturbation"]]
     sel = [t["selection"] for t in tops]
@@ -252,30 +292,44 @@ def analyse(results, ctx: RunContext) -> Analysis:
     js = np.array([s_["j_stable"] for s_ in sel])
     jz = np.array([s_["j_size"] for s_ in sel])
 
-    def mean_est(name, x, unit, d):
+    def mean_est(name, x, unit, desc):
+        x = np.asarray(x, dtype=float)
         if len(x) >= 2 and np.ptp(x) > 0:
-            return Estimate.of(name, stats.mean_interval(x), unit, d)
+            return Estimate.of(name, stats.mean_interval(x), unit, desc)
         return Estimate(name, float(np.mean(x)), None, None, None, len(x), "mean (no spread)",
-                        unit, d)
+                        unit, desc)
 
     acc = results_table(results, "agnostic_acc", arms, seeds)
     known = results_table(results, "known_acc", arms, seeds)
     nogene = results_table(results, "agnostic_acc_nogene", ["top-gamma"], seeds)["top-gamma"]
-    short = results_table(results, "agnostic_acc_short", ["top-gamma"], seeds)["top-gamma"]
-    sens_diff = stats.paired_difference(nogene, short, level=1 - ALPHA,
-                                        rng=stats.verdict_rng())
-    sensitive = bool(sens_diff.low > 0)
-    sens_txt = (f" Assay sensitivity: no-gene minus quarter-steps control = {sens_diff.mean:.4f}, "
-                f"95% CI [{sens_diff.low:.4f}, {sens_diff.high:.4f}] -> "
-                f"{'sensitive' if sensitive else 'NOT shown sensitive'}.")
+    planted = results_table(results, "agnostic_acc_planted", ["top-gamma"], seeds)["top-gamma"]
+    n_test = [n for t in tops for n in t["n_test_agnostic"]]
+    n_agn = len(tops[0]["n_test_agnostic"])
+    resolution = 1.0 / (n_agn * float(np.median(n_test)))  # one test example, mean of clients
+    # assay sensitivity at the margin's scale: the planted handicap of expected size d
+    sens = stats.three_way(acc["top-gamma"], planted, margin=0.0, equivalence_margin=d,
+                           alpha=alpha)
+    sensitive = sens.outcome == "SUPPORTED"
+    sens_txt = (f" Assay sensitivity at d = {d}: top-gamma minus its planted copy "
+                f"(planted {d}, up to one test example) = {sens.difference.mean:.4f}, {100 * (1 - alpha):g}% CI "
+                f"[{sens.difference.low:.4f}, {sens.difference.high:.4f}] -> "
+                f"{'detected (sensitive)' if sensitive else 'NOT detected'}.")
     tw = stats.three_way(acc["top-gamma"], acc["bottom-gamma"], margin=0.0,
-                         equivalence_margin=EQUIV_MARGIN, alpha=ALPHA, sensitive=sensitive)
+                         equivalence_margin=d, alpha=alpha, sensitive=sensitive)
+    prem_tw = stats.three_way(acc["top-gamma"], nogene, margin=0.0, equivalence_margin=d,
+                              alpha=alpha, sensitive=sensitive)
+    premise = _premise_decide(prem_tw, d)
 
-    ev_dir = {"pairs": pairs, "n_models": len(seeds)}
+    ev_dir = {"pairs": pairs, "n_models": len(seeds), "delta": DELTA}
     ev_sel = {"j_stable": float(js.mean()), "j_size": float(jz.mean()),
-              "rho": float(rho.mean()), "n_updates": n_upd}
-    parts = (RULE_DIRECTION(ev_dir), RULE_SELECTION(ev_sel),
-             RULE_ACCURACY({"three_way": tw, "sens_txt": sens_txt}))
+              "rho": float(rho.mean()), "n_updates": n_upd, "j_high": J_HIGH,
+              "j_low": J_LOW}
+    rule_txt = stats.three_way_text(0.0, d, alpha, len(seeds))
+    parts = (RULE_DIRECTION(ev_dir, params={"delta": DELTA}),
+             RULE_SELECTION(ev_sel, params={"j_high": J_HIGH, "j_low": J_LOW}),
+             premise_gate(RULE_ACCURACY({"three_way": tw, "sens_txt": sens_txt,
+                                         "resolution": resolution},
+                                        params={"rule": rule_txt}), premise))
 
     def frac(rows, key):
         return sum(r[key] for r in rows) / len(rows) if rows else float("nan")
@@ -307,16 +361,20 @@ def analyse(results, ctx: RunContext) -> Analysis:
                             f"agnostic clients from the {a} learnGene"))
     est.append(mean_est("agnostic_acc_no-gene", nogene, "accuracy",
                         "agnostic clients from fresh weights (no learnGene)"))
+    est.append(mean_est("agnostic_acc_planted", planted, "accuracy",
+                        f"top-gamma's predictions with a planted handicap of {d}"))
     for a in arms:
         est.append(mean_est(f"known_acc_{a}", known[a], "accuracy",
-                            f"known clients, cluster model, {a}"))
+                            f"known clients, their model after the last round, {a}"))
     diffs = []
-    for a in arms[1:] + ["no-gene"]:
-        b = nogene if a == "no-gene" else acc[a]
-        d = stats.paired_difference(acc["top-gamma"], b, level=0.95, rng=stats.verdict_rng())
-        est.append(Estimate.of(f"diff_agnostic_top_minus_{a}", d, "accuracy",
+    for a in arms[1:] + ["no-gene", "planted"]:
+        b = nogene if a == "no-gene" else planted if a == "planted" else acc[a]
+        dd = stats.paired_difference(acc["top-gamma"], b, level=1 - alpha, method="hall")
+        est.append(Estimate.of(f"diff_agnostic_top_minus_{a}", dd, "accuracy",
                                f"paired by seed: top-gamma - {a}"))
-        diffs.append((a, d))
+        diffs.append((a, dd))
+    est.append(Estimate("chance_level_known", 1.0 / len(cfg["known_classes"]),
+                        unit="accuracy", description="1 / number of known classes"))
 
     genes = {a: results[RunSpec(a, seeds[0])]["genes"] for a in arms}
     dims = tops[0]["dims"]
@@ -330,12 +388,18 @@ def analyse(results, ctx: RunContext) -> Analysis:
         Table(f"Layers chosen (seed {seeds[0]}, per cluster; gamma = {gamma} of "
               f"{tops[0]['n_layers']})", ("arm", "learnGene layers"),
               tuple((a, " | ".join(", ".join(g) for g in genes[a])) for a in arms),
-              note="Layer sizes: " + ", ".join(f"{l} {d}" for l, d in dims.items()) +
+              note="Layer sizes: " + ", ".join(f"{l} {n}" for l, n in dims.items()) +
                    "; the gamma smallest: " + ", ".join(sel[0]["smallest"])),
         Table("Agnostic clients: paired differences (top-gamma minus other)",
-              ("other", "mean", "95% CI low", "95% CI high", "n"),
-              tuple((a, round(d.mean, 4), round(d.low, 4), round(d.high, 4), d.n)
-                    for a, d in diffs)),
+              ("other", "mean", f"{100 * (1 - alpha):g}% CI low",
+               f"{100 * (1 - alpha):g}% CI high", "n"),
+              tuple((a, round(x.mean, 4), round(x.low, 4), round(x.high, 4), x.n)
+                    for a, x in diffs),
+              note="Hall's skewness-corrected t intervals at the rule's alpha."),
+        Table("Known clients: accuracy by arm (mean over seeds)",
+              ("arm", "known-client accuracy", "chance level"),
+              tuple((a, round(float(np.mean(known[a])), 4),
+                     round(1.0 / len(cfg["known_classes"]), 4)) for a in arms)),
     ]
     u0 = tops[0]["updates"][0]
     names = list(u0["xi"])
@@ -348,10 +412,22 @@ def analyse(results, ctx: RunContext) -> Analysis:
                    "accuracy",
                    tuple({"label": a, "x": seeds, "y": acc[a].tolist()} for a in arms) +
                    ({"label": "no-gene", "x": seeds, "y": nogene.tolist()},))]
+    acc_part = parts[2]
     notes = [
-        "Direction: at equal size Eq. 9 orders layers by cosine, and a moved layer's cosine "
-        "is below 1, so the untouched layer always scores higher; the prose's reading (high "
-        "xi = strong private-data influence) is the reverse of what the formula measures.",
+        f"Premise: {premise.effect}: {premise.status} (top minus no gene "
+        f"{prem_tw.difference.mean:.4f}, CI [{prem_tw.difference.low:.4f}, "
+        f"{prem_tw.difference.high:.4f}]). The accuracy part explains where that gain comes "
+        "from, so it is gated by it; `direction` and `selection` are about the score and "
+        "are not gated.",
+        f"The reviewer's own test (top- vs bottom-gamma) enters the verdict both ways; here "
+        f"it says {acc_part.verdict.value} (top minus bottom {tw.difference.mean:.4f}, CI "
+        f"[{tw.difference.low:.4f}, {tw.difference.high:.4f}])" +
+        (": it goes AGAINST the reviewer, and by the combination that alone makes the "
+         "claim REFUTED." if acc_part.verdict == Outcome.REFUTED else "."),
+        "Direction is a derivation: at equal size Eq. 9 orders layers by cosine, and a moved "
+        "layer's cosine is below 1, so the untouched layer always scores higher; the prose's "
+        "reading (high xi = strong private-data influence) is the reverse of what the "
+        "formula measures. The perturbation test only checks the identity numerically.",
         f"Size: over trained layers the cosines sit near 1 and xi follows 1/dim almost "
         f"exactly (Spearman {rho.mean():.3f}); with different sizes the moved SMALLER layer "
         f"still outscores an untouched larger one in "
@@ -359,25 +435,46 @@ def analyse(results, ctx: RunContext) -> Analysis:
         "is therefore mostly a matter of their size.",
         f"Caveat on `selection`: in this model the smallest layers (norm layers, conv1) "
         f"are also the ones that move least, so 'most stable' and 'smallest' pick nearly the "
-        f"same set (Jaccard {js.mean():.3f} and {jz.mean():.3f}), and the no-dim arm keeps "
-        "the same layers as top-gamma. The reviewer's description fits, but the perturbation "
-        "pairs of different sizes show the score itself does not track movement across "
-        "sizes: a model whose small layers move most would break the description.",
-        "As printed, the server averages only uploaded layers and sends the whole cluster "
-        "model back, so the layers never uploaded stay at their initial values in the cluster "
-        "model; the known clients' accuracy reflects that (see estimates).",
-        f"The accuracy part is a separate result on a small setting ({ctx.scale}): "
-        f"{len(seeds)} seeds; one test example is 1/{min(tops[0]['n_test_agnostic'])} to "
-        f"1/{max(tops[0]['n_test_agnostic'])} of an agnostic client's accuracy. An exact sign-flip test could not reach p < 0.05 with 5 "
-        f"pairs (smallest p {stats.smallest_signflip_p(len(seeds)):.4f}); intervals are "
-        "paired Student-t.",
+        f"same set (Jaccard {js.mean():.3f} and {jz.mean():.3f}). The thresholds "
+        f"{J_HIGH}/{J_LOW} are stated choices, not taken from the results.",
+        "Known clients (issue 16, item 7): as printed (Algorithm 1 line 4), a client starts "
+        "every round from the FULL cluster model, and the server averages only uploaded "
+        "layers, so a layer nobody uploads is reset to its initial value every round. With "
+        "top-gamma (the smallest layers) that is nearly every weight: the arm "
+        f"`top-gamma-reset` shows that literal reading, known-client accuracy "
+        f"{float(np.mean(known['top-gamma-reset'])):.3f} against a chance level of "
+        f"{1 / len(cfg['known_classes']):.3f}. The verdict's arms use our stated reading "
+        "(`local_layers = keep`): every client trains all layers and keeps its own copy; "
+        "the cluster model overwrites only the aggregated layers; known-client accuracy "
+        f"then {float(np.mean(known['top-gamma'])):.3f}. Which way it pushes: the reset "
+        "reading trains the gene's small layers against random large ones, so it handicaps "
+        "top-gamma relative to bottom-gamma (whose large layers are shared) - i.e. towards "
+        "the reviewer.",
+        f"Thresholds: d = {d} (a stated multiple of the resolution, about "
+        f"{d / resolution:.1f} test examples of the mean agnostic accuracy; one example = "
+        f"{resolution:.4f}); alpha = {alpha:g} (0.05 x the "
+        f"look's alpha fraction {float(getattr(ctx, 'alpha_fraction', 1.0)):g}). Assay "
+        f"sensitivity is checked with a planted handicap of size d through the model's real "
+        f"predictions (round(d x n) correct predictions relabelled wrong): {sens.outcome}. "
+        "The planted copy shares the top-gamma arm's training, so it shows only that the "
+        "metric resolves d; between two trained arms the seed noise is far larger: the "
+        f"minimum detectable effect of top vs bottom at n = {len(seeds)} is "
+        f"{stats.minimum_detectable_effect(len(seeds), alpha) * tw.difference.sd:.4f}, so an "
+        "equivalence within d is out of reach at this scale and the reviewer's test can in "
+        "practice only go against the reviewer or stay undecided here.",
+        f"The accuracy part runs on a small setting ({ctx.scale}): {len(seeds)} seeds; one "
+        f"test example is 1/{min(n_test)} to 1/{max(n_test)} of an agnostic client's "
+        f"accuracy. An exact sign-flip test could not reach p < 0.05 with 5 pairs (smallest "
+        f"p {stats.smallest_signflip_p(5):.4f}); decisions read Hall's skewness-corrected "
+        "t interval.",
         "Deviations (named in audit/algorithms/genefl.py): clustering by average linkage of "
         "data-subspace distances; the Fisher threshold as a quantile; an empirical Fisher "
         "from one minibatch; the cluster learnGene = the gamma layers most uploaded in the "
-        "last round; agnostic clients hold partly unseen classes (digits 5-9; known 0-6).",
+        "last round; agnostic clients hold partly unseen classes (digits 5-9; known 0-6); "
+        "known clients keep their own layers (above).",
     ]
     return Analysis(estimates=tuple(est), parts=parts, tables=tuple(tables),
-                    figures=tuple(figs), notes=tuple(notes))
+                    figures=tuple(figs), notes=tuple(notes), premise=premise)
 
 
 CLAIM = Claim(
@@ -400,5 +497,6 @@ CLAIM = Claim(
         PaperNumber("learnGene size", "9.04 MB", "abstract", ""),
         PaperNumber("selection rule", "top gamma by descending xi", "Algorithm 1", ""),
     ),
-    answers={"falsifier": "direction", "referee_report.major_comments[1]": "selection"},
+    answers={"falsifier": "accuracy-top-vs-bottom",
+             "referee_report.major_comments[1]": "selection"},
 )

@@ -9,28 +9,40 @@ to come from curing layer inertia; the random-mask ablation beating the sensitiv
 score on CIFAR-100 and the lack of a middle-only vs all-layers ablation point the same
 way; tau0 and k were chosen on test data.
 
-Parts: ``regularisation-controls`` and ``layer-targeting`` decide the verdict; two more,
-reported beside it, answer other review comments: ``random-mask`` (LIPS vs the same
-pruning with a random mask) and ``selection-optimism`` (how much choosing (tau0, k) on
-the test splits instead of validation adds to LIPS's number, per run).
+Premise first: LIPS must beat FedBN here (three-way rule, ``Analysis.premise``); the
+parts that explain that gain (``regularisation-controls``, ``layer-targeting``,
+``random-mask``) go through ``premise_gate`` and are INCONCLUSIVE where it does not.
+
+Parts: ``regularisation-controls`` and ``layer-targeting`` are the reviewer's own test and
+decide the verdict (any of them, the reviewer's "or"); reported beside it: ``random-mask``
+(LIPS vs the same pruning with a random mask), and two measurements without a verdict,
+``selection-optimism`` (what choosing (tau0, k) on test instead of validation adds per
+run; >= 0 by construction, so not tested against 0) and ``middle-cosine`` (does each
+control lift the middle layers' cosine to round 2 off its inertia, as LIPS does; the
+reviewer's second criterion, not a threshold because pruning lowers it by construction).
 
 What we run (``audit.algorithms.lips``): FedBN and LIPS as printed, its ablations
-(random mask, all layers, the released score and schedule) and three controls
-(dropout on the middle layers, weight decay, Gaussian noise on the middle layers at
-LIPS's period), each tuned with the same small grid chosen on the clients' validation
-splits; plus two diagnostic arms: a known-worse arm (FedBN trained for half the rounds)
-for assay sensitivity, and the paper's freeze test (middle layers frozen after round f).
+(random mask, all layers, the released score with the horizon scaled to the run) and
+three controls (dropout on the middle layers, weight decay, Gaussian noise on the middle
+layers at LIPS's period), each tuned with the same small grid chosen on the clients'
+validation splits; plus two diagnostic arms: a planted handicap of about the margin
+(FedBN stopped at 90 % of the rounds, chosen on tuning seeds 1000-1004) for assay
+sensitivity at the margin's scale, and the paper's freeze test (middle layers frozen
+after round f).
 
 Why this setting can separate arms (a prototype on 8x8 digits with 60 rounds sat at a
-98 % ceiling): training is cut to a budget where FedBN is still improving (the
-early-stopped arm is measurably worse, which the rule checks on the same seeds), each
-client holds only 20 training images, and every client's test split is drawn from the
+98 % ceiling): training is cut to a budget where FedBN is still improving, each client
+holds only 20 training images, and every client's test split is drawn from the
 held-out digits test set (never seen by any client) with the client's own label
-proportions, 30 images each, so the metric has 900 test decisions per seed.
+proportions, 30 images each, so the metric has 900 test decisions per seed. The
+smoke setting was set with a pilot on seeds 0-2, which are also verdict seeds (stated in
+the report); the planted handicap's size was chosen on tuning seeds only. At ``full``
+scale (60 rounds) the 90 % cut was not re-calibrated.
 """
 from __future__ import annotations
 
 import functools
+import math
 import time
 from typing import Any, Mapping
 
@@ -43,7 +55,8 @@ from audit.algorithms.lips import (FedBNProbe, gaussian_noise, grad_sensitivity,
                                    released_schedule, update_sensitivity)
 from audit.claims import (LIPS, RECORDS, Analysis, Arm, AuditError, Claim, Figure,
                           PaperNumber, RecordRef, RunContext, RunSpec, Table)
-from audit.verdict import Estimate, Outcome, Rule, any_of
+from audit.verdict import (Estimate, Outcome, Premise, Rule, any_of, on_reviewer,
+                           premise_gate)
 
 CLAIM_ID = "lips-dropout-control"
 
@@ -57,9 +70,12 @@ ARMS = (
         "score: random instead of |dw * w| (paper Table 4 ablation)"),
     Arm("lips-all-layers", "LIPS pruning every conv and linear weight, not only the "
         "middle layers", "layer set: all weight layers instead of middle"),
-    Arm("lips-as-released", "LIPS with the released score |grad * w| (last local "
-        "minibatch) and the released schedule (T fixed at 300)",
-        "score and schedule as in the released code"),
+    Arm("lips-released-score", "LIPS with the released code's score |grad * w| (last "
+        "local minibatch) and its schedule rule (masking on rounds divisible by k), the "
+        "horizon T scaled to the run (the release fixes T = 300 for its 300-round runs, "
+        "T/R = 1; --set released_horizon=300 gives the unscaled reading); leaves out that "
+        "the release has no FedBN client (norm layers are kept local here, as in every arm)",
+        "score |grad * w| instead of |dw * w|; T = R as in the release's own runs"),
     Arm("fedbn-dropout-middle", "FedBN with dropout after every middle layer, rate tuned",
         "control: model option dropout_middle instead of pruning"),
     Arm("fedbn-weight-decay", "FedBN with local SGD weight decay, strength tuned",
@@ -67,13 +83,15 @@ ARMS = (
     Arm("fedbn-noise-middle", "FedBN + Gaussian noise (scale x layer std) added to the "
         "middle layers on LIPS's rounds with LIPS's decay", "control: noise instead of "
         "zeroing"),
-    Arm("fedbn-short", "FedBN stopped early, after a fixed fraction of the rounds "
-        "(known-worse arm for the assay-sensitivity check)", "rounds: short_fraction x R"),
+    Arm("fedbn-short", "FedBN stopped after short_fraction of the rounds: a planted "
+        "handicap of about the equivalence margin (assay sensitivity at the margin's "
+        "scale; the fraction was chosen on tuning seeds 1000-1004, never verdict seeds)",
+        "rounds: short_fraction x R"),
     Arm("fedbn-freeze-middle", "FedBN whose middle layers get no update after round f "
         "(paper's Table 1 freeze test)", "local lr of middle layers 0 after round f"),
 )
 ARM_NAMES = tuple(a.name for a in ARMS)
-LIPS_FAMILY = ("lips", "lips-random", "lips-all-layers", "lips-as-released")
+LIPS_FAMILY = ("lips", "lips-random", "lips-all-layers", "lips-released-score")
 CONTROLS = ("fedbn-dropout-middle", "fedbn-weight-decay", "fedbn-noise-middle")
 
 # The tuning grid: the same budget (number of candidates) for every tuned arm.
@@ -82,7 +100,7 @@ _GRID_SMOKE = {
     "lips": [(0.2, 5), (0.5, 5)],
     "lips-random": [(0.2, 5), (0.5, 5)],
     "lips-all-layers": [(0.2, 5), (0.5, 5)],
-    "lips-as-released": [(0.2, 5), (0.5, 5)],
+    "lips-released-score": [(0.2, 5), (0.5, 5)],
     "fedbn-dropout-middle": [0.1, 0.3],
     "fedbn-weight-decay": [1e-3, 1e-2],
     "fedbn-noise-middle": [(0.2, 5), (0.5, 5)],
@@ -90,9 +108,16 @@ _GRID_SMOKE = {
 
 _COMMON = dict(n_clients=30, n_train=20, n_val=10, n_test=30, alpha=0.1,
                model="vgg", width=0.25, batch_size=10, local_epochs=1, momentum=0.0,
-               freeze_fraction=1 / 6, short_fraction=2 / 3, reference_round=2,
+               freeze_fraction=1 / 6, short_fraction=0.9, reference_round=2,
                equivalence_margin=2.0, alpha_family=0.05, alpha_beside=0.05,
-               checkpoint_every=10)
+               alpha_premise=0.05, released_horizon=None, checkpoint_every=10)
+# short_fraction = 0.9 (27 of 30 rounds): a pilot of FedBN on TUNING seeds 1000-1004
+# (never verdict seeds) gave FedBN(30) - FedBN(27) = 2.24 points (SD 1.13 over seeds), the
+# round count whose gap is closest to d = 2; 26 rounds gave 2.00 (SD 1.42), 24 gave 4.84.
+# Before, 2/3 of the rounds (a 16.7-point handicap) showed only gross sensitivity.
+PILOT = ("planted handicap: FedBN stopped at 27 of 30 rounds, chosen on tuning seeds "
+         "1000-1004 (pilot gap 2.24 points, SD 1.13; 26 rounds: 2.00, SD 1.42; 24 rounds: "
+         "4.84) as the round count whose gap is closest to d = 2 points")
 
 SCALES = {
     "smoke": {**_COMMON, "dataset": "digits", "rounds": 30, "lr": 0.1, "grid": _GRID_SMOKE},
@@ -106,7 +131,7 @@ SCALES = {
               "batch_size": 32, "local_epochs": 1, "rounds": 300, "lr": 0.05,
               "grid": {"lips": [(0.2, 10), (0.5, 10)], "lips-random": [(0.2, 10), (0.5, 10)],
                        "lips-all-layers": [(0.2, 10), (0.5, 10)],
-                       "lips-as-released": [(0.2, 10), (0.5, 10)],
+                       "lips-released-score": [(0.2, 10), (0.5, 10)],
                        "fedbn-dropout-middle": [0.1, 0.3],
                        "fedbn-weight-decay": [5e-4, 5e-3],
                        "fedbn-noise-middle": [(0.2, 10), (0.5, 10)]},
@@ -209,8 +234,10 @@ def make_arm(arm: str, hp, cfg: Mapping):
         elif arm == "lips-all-layers":
             piece = prune(update_sensitivity, printed_schedule(tau0, k, R), "all")
         else:
-            piece = prune(grad_sensitivity, released_schedule(tau0, k, R), "middle",
-                          needs_grad=True)
+            T = cfg.get("released_horizon")
+            piece = prune(grad_sensitivity,
+                          released_schedule(tau0, k, R, T=R if T is None else int(T)),
+                          "middle", needs_grad=True)
         alg = FedBNProbe(post=piece, reference_round=ref)
     elif arm == "fedbn-noise-middle":
         sigma0, k = hp
@@ -294,125 +321,185 @@ def _selected(results, arm: str, ctx: RunContext) -> dict:
             "all_test": [float(t.mean()) for t in test]}
 
 
-def _decide_family(tws: Mapping[str, Any], sensitive: bool):
+def _flip_info(tws: Mapping[str, Any], outcome: Outcome, resolution: float) -> dict:
+    """The flip distance of a family part: CONFIRMED rests on its FALSIFIED comparisons
+    (all must flip: the largest of their flips), REFUTED on every SUPPORTED one (any flip
+    breaks it: the smallest); INCONCLUSIVE: the smallest flip of any comparison."""
+    flips = {k: tw.flip for k, tw in tws.items() if tw.flip is not None}
+    if outcome == Outcome.CONFIRMED:
+        f = [flips[k] for k, tw in tws.items() if tw.outcome == "FALSIFIED" and k in flips]
+        flip = max(f) if f else None
+    else:
+        flip = min(flips.values()) if flips else None
+    return {"flip": flip, "resolution": resolution, "unit": "points"}
+
+
+def _decide_family(tws: Mapping[str, Any], sensitive: bool, resolution: float = math.nan):
     """CONFIRMED when some comparison shows the alternative equivalent to LIPS or better
     (three-way outcome FALSIFIED for "LIPS beats it"); REFUTED when LIPS beats every one
-    (all SUPPORTED); INCONCLUSIVE otherwise."""
-    outs = {k: tw.outcome for k, tw in tws.items()}
+    (all SUPPORTED); INCONCLUSIVE otherwise. The map onto the reviewer's claim is
+    ``on_reviewer(..., holds_when="FALSIFIED")`` per comparison."""
+    on = {k: on_reviewer(tw.outcome, holds_when="FALSIFIED") for k, tw in tws.items()}
     reason = " | ".join(f"lips vs {k}: {tw.reason}" for k, tw in tws.items())
     if not sensitive:
-        reason = "no assay sensitivity shown (see the sensitivity estimate); " + reason
-    if any(o == "FALSIFIED" for o in outs.values()):
-        return Outcome.CONFIRMED, reason, ""
-    if all(o == "SUPPORTED" for o in outs.values()):
-        return Outcome.REFUTED, reason, ""
-    needs = [f"{k}: {tw.seeds_needed} pairs" for k, tw in tws.items()
-             if tw.outcome == "INCONCLUSIVE" and tw.seeds_needed]
-    return Outcome.INCONCLUSIVE, reason, ("seeds that would detect the observed "
-                                          "differences: " + ", ".join(needs)
-                                          if needs else "a larger or different setting")
+        reason = ("no assay sensitivity at the margin's scale (the planted handicap was "
+                  "not detected), so no equivalence counts; " + reason)
+    if any(o == Outcome.CONFIRMED for o in on.values()):
+        out = Outcome.CONFIRMED
+    elif all(o == Outcome.REFUTED for o in on.values()):
+        out = Outcome.REFUTED
+    else:
+        out = Outcome.INCONCLUSIVE
+    needs = ""
+    if out == Outcome.INCONCLUSIVE:
+        nd = [f"{k}: {tw.seeds_needed} pairs" for k, tw in tws.items()
+              if tw.outcome == "INCONCLUSIVE" and tw.seeds_needed]
+        needs = ("seeds that would detect the observed differences: " + ", ".join(nd)
+                 if nd else "a larger or different setting")
+    return out, reason, needs, _flip_info(tws, out, resolution)
 
 
-def _rule_text(what: str, names: str, m: int) -> str:
-    return (f"{what}: for each of {names}, the three-way rule on the per-seed difference "
-            f"LIPS - alternative of personalised test accuracy (points): paired "
-            f"Student-t CI and paired TOST with equivalence margin d = 2.0 points (under "
-            f"half of the paper's 4.76-point CIFAR-100 gain), alpha = 0.05 / {m} "
-            f"(Bonferroni over the {m} comparisons of this falsifier), n = the seeds run. "
-            f"Equivalence counts only if the assay-sensitivity check passed (FedBN beats "
-            f"the early-stopped FedBN with the lower end of its 95% CI above d). "
-            f"CONFIRMED when some alternative is equivalent to LIPS or better (CI below "
-            f"0); REFUTED when LIPS beats every one (CI above 0); else INCONCLUSIVE.")
-
+_FAMILY_TEXT = (
+    "{what}: for each of {names}, A = LIPS, B = the alternative, personalised test "
+    "accuracy in points, margin m = 0, equivalence margin d = {d} points (set before the "
+    "runs as under half of the paper's 4.76-point CIFAR-100 gain of LIPS over FedBN), "
+    "alpha = {alpha_family} x {alpha_fraction} (share of this look) / {m} (Bonferroni over "
+    "the {m} comparisons of the two combined parts) = {alpha}: the {three_way}. "
+    "Equivalence counts only where assay sensitivity at the margin's scale is shown: FedBN "
+    "beats the planted handicap (FedBN stopped at {short_rounds} of {rounds} rounds, "
+    "about d) with the same rule, seeds and alpha (SUPPORTED). CONFIRMED when some "
+    "alternative is equivalent to LIPS or better (FALSIFIED); REFUTED when LIPS beats "
+    "every one (all SUPPORTED); else INCONCLUSIVE. The part explains LIPS's gain, so it is "
+    "INCONCLUSIVE ('premise not reproduced at this scale') unless the premise (LIPS beats "
+    "FedBN) is reproduced. Accuracy alone decides; the middle-layer cosine the reviewer "
+    "also names is reported per arm in the measurement part `middle-cosine`, not used "
+    "as a criterion: pruning and noise change the middle weights right after aggregation, "
+    "so their lower cosine to round 2 follows from the intervention by construction, and "
+    "no threshold for 'matching LIPS on the cosine' exists independently of the results.")
 
 N_COMPARISONS = 4  # three controls + all layers
-RULE_CONTROLS = Rule("regularisation-controls",
-                     _rule_text("Regularisation controls",
-                                "dropout / weight decay / noise on the middle layers",
-                                N_COMPARISONS),
-                     _decide_family)
-RULE_LAYERS = Rule("layer-targeting",
-                   _rule_text("Layer targeting", "LIPS on all weight layers",
-                              N_COMPARISONS),
-                   _decide_family)
+RULE_CONTROLS = Rule("regularisation-controls", _FAMILY_TEXT.replace(
+    "{what}", "Regularisation controls (the reviewer's own test)").replace(
+    "{names}", "dropout / weight decay / noise on the middle layers"), _decide_family)
+RULE_LAYERS = Rule("layer-targeting", _FAMILY_TEXT.replace(
+    "{what}", "Layer targeting (the reviewer's own test, second half)").replace(
+    "{names}", "LIPS on all weight layers"), _decide_family)
 
 
-def _decide_random(tw, sensitive: bool):
+def _decide_random(tw, sensitive: bool, resolution: float = math.nan):
     """Reviewer (record: referee_report.major_comments[0]): the sensitivity score is not
     needed, random masks do as well. The three-way outcome about "LIPS beats LIPS with
-    random masks": SUPPORTED -> the reviewer is REFUTED; FALSIFIED (random at least as
-    good, or equivalent within d with assay sensitivity) -> CONFIRMED; else INCONCLUSIVE."""
+    random masks", mapped with ``on_reviewer(..., holds_when="FALSIFIED")``."""
     reason = f"lips vs lips-random: {tw.reason}"
     if not sensitive:
-        reason = "no assay sensitivity shown (see the sensitivity estimate); " + reason
-    if tw.outcome == "SUPPORTED":
-        return Outcome.REFUTED, reason, ""
-    if tw.outcome == "FALSIFIED":
-        return Outcome.CONFIRMED, reason, ""
-    return Outcome.INCONCLUSIVE, reason, (
-        f"{tw.seeds_needed} pairs would detect the observed difference"
-        if tw.seeds_needed else "a larger or different setting")
+        reason = ("no assay sensitivity at the margin's scale, so no equivalence counts; "
+                  + reason)
+    out = on_reviewer(tw.outcome, holds_when="FALSIFIED")
+    needs = ""
+    if out == Outcome.INCONCLUSIVE:
+        needs = (f"{tw.seeds_needed} pairs would detect the observed difference"
+                 if tw.seeds_needed else "a larger or different setting")
+    return out, reason, needs, {"flip": tw.flip, "resolution": resolution, "unit": "points"}
 
 
-def _decide_selection(tw, sensitive: bool, grid_range: float, margin: float):
-    """Reviewer (record: referee_report.major_comments[2]): picking tau0 and k on the test
-    sets makes the reported number hard to interpret. The three-way outcome about "the
-    test-chosen candidate's test accuracy exceeds the validation-chosen one's" (per run,
-    LIPS): SUPPORTED -> CONFIRMED (picking on test inflates the number); FALSIFIED by
-    equivalence within d, which counts only when the claim's assay check passed AND the
-    grid leaves room for an optimism above d -> REFUTED; else INCONCLUSIVE."""
-    reason = (f"test-chosen vs validation-chosen (lips, per run): {tw.reason} Mean per-run "
-              f"range of the candidates' test accuracy: {grid_range:.3g} points "
-              f"({'above' if grid_range > margin else 'not above'} d = {margin:g}).")
-    if not sensitive:
-        reason = ("no sensitivity shown (the assay check failed or the candidates' test "
-                  "accuracies differ by d or less, so any choice is within d by "
-                  "construction); " + reason)
-    if tw.outcome == "SUPPORTED":
-        return Outcome.CONFIRMED, reason, ""
-    if tw.outcome == "FALSIFIED":
-        return Outcome.REFUTED, reason, ""
-    if tw.seeds_needed:
-        needs = f"{tw.seeds_needed} pairs would detect the observed optimism"
-    elif not sensitive:
-        needs = "a wider tuning grid (candidates whose test accuracies differ by more than d)"
-    else:
-        needs = "a larger or different setting"
-    return Outcome.INCONCLUSIVE, reason, needs
+def _decide_selection(optimism, grid_range, margin: float):
+    """A measurement (no verdict): the per-run optimism of choosing LIPS's (tau0, k) on
+    test instead of validation is >= 0 by construction (the test choice is the best on
+    test), so "its CI lies above 0" is no test, and no threshold independent of the
+    results says how large an optimism matters."""
+    return (Outcome.INCONCLUSIVE,
+            f"measured, not decided: per-run optimism (test-chosen minus validation-chosen "
+            f"test accuracy, LIPS) mean {optimism.mean:.3g} points, 95% t CI "
+            f"[{optimism.low:.3g}, {optimism.high:.3g}] (>= 0 by construction); the "
+            f"candidates' test accuracies differ by {grid_range:.3g} points per run on "
+            f"average, the most any choice could add (d = {margin:g} for scale).",
+            "a threshold fixed independently of the results (none exists here)")
 
 
 RULE_RANDOM = Rule(
     "random-mask",
-    "Random mask (reported beside the verdict; not combined into it): the three-way rule "
-    "on the per-seed difference LIPS - LIPS with a uniformly random mask of the same size "
-    "(same seeds, same tuning budget, each at its validation-chosen candidate), paired "
-    "Student-t CI and paired TOST with d = 2.0 points at alpha = 0.05 (its own question, "
-    "outside the Bonferroni family of the combined parts). CONFIRMED (the score is not "
-    "needed) when random is better (CI below 0) or equivalent within d with the claim's "
-    "assay sensitivity shown; REFUTED when LIPS is better (CI above 0); else INCONCLUSIVE "
-    "with the pairs needed.",
+    "Random mask (reported beside the verdict; not combined into it): A = LIPS, B = LIPS "
+    "with a uniformly random mask of the same size (same seeds, same tuning budget, each "
+    "at its validation-chosen candidate), margin m = 0, d = {d} points, alpha = "
+    "{alpha_beside} x {alpha_fraction} = {alpha} (its own question, outside the "
+    "Bonferroni family of the combined parts): the {three_way}. Mapped onto the reviewer "
+    "(the score is not needed): FALSIFIED -> CONFIRMED, SUPPORTED -> REFUTED. Equivalence "
+    "counts only with the planted handicap detected at this alpha; gated by the premise "
+    "(it explains LIPS's gain).",
     _decide_random)
 RULE_SELECTION = Rule(
     "selection-optimism",
-    "Selection optimism (reported beside the verdict; not combined into it): in every run "
-    "(seed) of LIPS, the candidate (tau0, k) with the highest test accuracy and the one "
-    "with the highest validation accuracy are picked (first on ties); the per-seed "
-    "optimism is the difference of their test accuracies (>= 0 by construction). The "
-    "three-way rule on it (paired Student-t CI, TOST with d = 2.0 points, alpha = 0.05): "
-    "CONFIRMED (picking on test inflates the reported number) when the CI lies above 0; "
-    "REFUTED when TOST puts it within d, counted only if the claim's assay-sensitivity "
-    "check passed and the candidates' test accuracies differ per run by more than d on "
-    "average (else a within-d optimism holds by construction); else INCONCLUSIVE.",
-    _decide_selection)
+    "Selection optimism (a measurement, no verdict): in every run (seed) of LIPS, the "
+    "candidate (tau0, k) with the highest test accuracy and the one with the highest "
+    "validation accuracy are picked (first on ties); the per-seed optimism is the "
+    "difference of their test accuracies, with its 95% Student-t interval over the "
+    "{n} seeds and the mean per-run range of the candidates' test accuracies. It is >= 0 "
+    "by construction, so a test of 'above 0' could not fail, and no threshold "
+    "independent of the results exists: the number is reported, not decided.",
+    _decide_selection, kind="measurement", reachable=("INCONCLUSIVE",))
+
+
+def _decide_cosine(cos: Mapping[str, np.ndarray], inertia_level: float):
+    """A measurement: each arm's mean final middle-layer cosine to the round-2 weights,
+    and FedBN minus it (how far the arm lifts the middle layers off their inertia)."""
+    parts = []
+    for arm, c in cos.items():
+        if arm == "fedbn":
+            parts.append(f"fedbn {c.mean():.3f}")
+            continue
+        d = stats.paired_difference(cos["fedbn"], c, level=0.95, method="t")
+        parts.append(f"{arm} {c.mean():.3f} (FedBN minus it {d.mean:.3f}, 95% t CI "
+                     f"[{d.low:.3f}, {d.high:.3f}]; "
+                     f"{'below' if c.mean() < inertia_level else 'not below'} "
+                     f"{inertia_level:g})")
+    return (Outcome.INCONCLUSIVE, "measured, not decided: mean middle-layer cosine to the "
+            "round-2 weights at the last round: " + "; ".join(parts) + ".",
+            "a cosine criterion that the intervention does not meet by construction")
+
+
+RULE_COSINE = Rule(
+    "middle-cosine",
+    "Middle-layer cosine (a measurement, no verdict; the reviewer's second comparison "
+    "criterion): for LIPS and every control, the mean over seeds of the middle layers' "
+    "cosine to their round-2 weights at the last round, and FedBN minus it (paired 95% "
+    "Student-t CI over the {n} seeds): does the control lift the middle layers off their "
+    "inertia as LIPS does? The paper's inertia level is a cosine above {inertia_level}. "
+    "Not decided: LIPS and the noise control lower the cosine by construction (they zero "
+    "or perturb the weights after aggregation), dropout and weight decay do not act on "
+    "the global weights directly, so a difference says what each intervention does to "
+    "the weights, not whether learning resumed.",
+    _decide_cosine, kind="measurement", reachable=("INCONCLUSIVE",))
+
 COMBINED_PARTS = ("regularisation-controls", "layer-targeting")
 
 
 COMBINATION = any_of(
     COMBINED_PARTS,
-    "the reviewer's claim (the mechanism is not isolated) holds when a control matches or "
-    "beats LIPS, or all-layer pruning matches middle-only, and fails when LIPS beats every "
-    "alternative. The parts random-mask and selection-optimism answer two other review "
+    "these two parts are the reviewer's own test ('dropout matches LIPS, or all-layer "
+    "pruning matches middle-only'), so its 'or' is the rule: it holds when a control "
+    "matches or beats LIPS, or all-layer pruning matches middle-only, and fails when LIPS "
+    "beats every alternative in both parts; a part that goes against the reviewer "
+    "(REFUTED) is shown in the verdict's reason beside the other. Both parts explain "
+    "LIPS's gain and are INCONCLUSIVE where that gain (the premise) is not reproduced. "
+    "The parts random-mask, selection-optimism and middle-cosine answer other review "
     "comments; they are reported beside the verdict and do not enter it.")
+
+
+PREMISE_EFFECT = "LIPS beats FedBN (personalised test accuracy, points)"
+
+
+def _premise(tw, alpha: float) -> Premise:
+    """The paper's own effect, decided by a fixed rule: the three-way outcome of "LIPS
+    beats FedBN" (m = 0, d, alpha_premise x alpha_fraction): SUPPORTED -> reproduced,
+    FALSIFIED (below FedBN, or within +-d with the planted handicap detected) -> not
+    reproduced, INCONCLUSIVE -> undecided."""
+    status = {"SUPPORTED": "reproduced", "FALSIFIED": "not reproduced",
+              "INCONCLUSIVE": "undecided"}[tw.outcome]
+    est = Estimate.of("premise_lips_minus_fedbn", tw.difference, "points",
+                      f"LIPS minus FedBN, {100 * (1 - alpha):.4g}% {tw.difference.method} "
+                      "CI (paper: +4.76 on CIFAR-100 Dir(0.1))")
+    return Premise(PREMISE_EFFECT, status, f"three-way rule on LIPS - FedBN (m = 0, d = "
+                   f"{tw.equivalence_margin:g}, alpha = {alpha:.4g}): {tw.reason}", est)
 
 
 def _est_diff(name, a, b, desc, unit="points"):
@@ -439,24 +526,24 @@ def _inertia_note(acc, cos_final, cfg) -> str:
             f"points (95% CI [{r.low:.2f}, {r.high:.2f}]; the paper's Table 4: +2.30).")
 
 
-def _beside_note(tw_rand, tw_sel, s_l, grid_range, d_margin, cfg) -> str:
-    r, o = tw_rand.difference, tw_sel.difference
+def _beside_note(tw_rand, opt, grid_range, cfg) -> str:
+    r = tw_rand.difference
     n_c = len(cfg["grid"]["lips"])
     return (f"Beside the verdict. Random masks (review comment on Table 4): LIPS minus "
             f"LIPS-random {r.mean:.2f} points ({100 * (1 - tw_rand.alpha):.4g}% CI "
             f"[{r.low:.2f}, {r.high:.2f}]; three-way: {tw_rand.outcome}). Selection "
-            f"optimism (review comment on tau0 and k picked on test): choosing LIPS's "
-            f"candidate on test instead of validation in each run adds {o.mean:.2f} points "
-            f"({100 * (1 - tw_sel.alpha):.4g}% CI [{o.low:.2f}, {o.high:.2f}]; "
-            f"three-way: {tw_sel.outcome}); the candidates differ by {grid_range:.2f} "
-            f"points per run on average, which bounds what any choice could add. What this "
-            f"shows: how much picking among our {n_c} candidates on the test splits "
-            f"inflates the reported number in this setting. What it does not show: the "
-            f"size of the optimism in the paper's own numbers (its grid in Figure 7 is "
-            f"larger, optimism grows with the number of candidates and the spread of their "
-            f"results, and its data, model and rounds differ), nor anything about reporting "
-            f"the best round instead of the last, which the comment also raises: we report "
-            f"the last round only.")
+            f"optimism (review comment on tau0 and k picked on test; a measurement): "
+            f"choosing LIPS's candidate on test instead of validation in each run adds "
+            f"{opt.mean:.2f} points (95% t CI [{opt.low:.2f}, {opt.high:.2f}]); it is at "
+            f"least 0 by construction, so it is reported, not tested against 0; the "
+            f"candidates differ by {grid_range:.2f} points per run on average, which bounds "
+            f"what any choice could add. What this shows: how much picking among our {n_c} "
+            f"candidates on the test splits inflates the reported number in this setting. "
+            f"What it does not show: the size of the optimism in the paper's own numbers "
+            f"(its grid in Figure 7 is larger, optimism grows with the number of candidates "
+            f"and the spread of their results, and its data, model and rounds differ), nor "
+            f"anything about reporting the best round instead of the last, which the "
+            f"comment also raises: we report the last round only.")
 
 
 def _gain_note(acc: Mapping[str, np.ndarray], parts) -> str:
@@ -478,74 +565,114 @@ def _gain_note(acc: Mapping[str, np.ndarray], parts) -> str:
 
 def analyse(results, ctx: RunContext) -> Analysis:
     cfg = ctx.config
+    frac = float(getattr(ctx, "alpha_fraction", 1.0))
     d_margin = float(cfg["equivalence_margin"])
-    alpha = float(cfg["alpha_family"]) / N_COMPARISONS
+    alpha = float(cfg["alpha_family"]) * frac / N_COMPARISONS
+    a_side = float(cfg.get("alpha_beside", 0.05)) * frac
+    a_prem = float(cfg.get("alpha_premise", 0.05)) * frac
     sel = {arm: _selected(results, arm, ctx) for arm in ARM_NAMES}
     acc = {arm: sel[arm]["test"] for arm in ARM_NAMES}
     n_test = sel["fedbn"]["runs"][0]["n_test"]
+    resolution = 100.0 / n_test
+    n = len(ctx.seeds)
+    R = int(cfg["rounds"])
+    short_rounds = int(round(R * cfg["short_fraction"]))
 
-    # assay sensitivity: the known-worse arm is separated by more than the margin
-    sens = stats.paired_difference(acc["fedbn"], acc["fedbn-short"], level=0.95, method="t")
-    sensitive = bool(sens.low > d_margin)
+    # assay sensitivity at the margin's scale: the planted handicap (FedBN stopped at
+    # short_fraction of the rounds, about d on tuning seeds) is detected by the same rule,
+    # seeds and alpha as the decision it licenses
+    def planted(a):
+        return stats.three_way(acc["fedbn"], acc["fedbn-short"], margin=0.0,
+                               equivalence_margin=d_margin, alpha=a, sensitive=False)
+
+    tw_sens = planted(alpha)
+    sensitive = tw_sens.outcome == "SUPPORTED"
+    tw_sens_side = planted(a_side)
+    sens_side = tw_sens_side.outcome == "SUPPORTED"
+    sens_prem = planted(a_prem).outcome == "SUPPORTED"
+
+    # premise first: does LIPS beat FedBN here?
+    tw_prem = stats.three_way(acc["lips"], acc["fedbn"], margin=0.0,
+                              equivalence_margin=d_margin, alpha=a_prem, sensitive=sens_prem)
+    premise = _premise(tw_prem, a_prem)
 
     tws = {c: stats.three_way(acc["lips"], acc[c], margin=0.0, equivalence_margin=d_margin,
                               alpha=alpha, sensitive=sensitive) for c in CONTROLS}
     tw_all = stats.three_way(acc["lips"], acc["lips-all-layers"], margin=0.0,
                              equivalence_margin=d_margin, alpha=alpha, sensitive=sensitive)
-    parts = (RULE_CONTROLS(tws, sensitive), RULE_LAYERS({"lips-all-layers": tw_all},
-                                                       sensitive))
+    fam = dict(d=f"{d_margin:g}", alpha_family=f"{float(cfg['alpha_family']):g}",
+               alpha_fraction=f"{frac:.4g}", m=N_COMPARISONS, alpha=f"{alpha:.4g}",
+               three_way=stats.three_way_text(0.0, d_margin, alpha, n),
+               short_rounds=short_rounds, rounds=R)
+    parts = (premise_gate(RULE_CONTROLS(tws, sensitive, resolution, params=fam), premise),
+             premise_gate(RULE_LAYERS({"lips-all-layers": tw_all}, sensitive, resolution,
+                                      params=fam), premise))
 
-    # reported beside the verdict: random masks, and the optimism of tuning on test
-    a_side = float(cfg.get("alpha_beside", 0.05))
+    # reported beside the verdict: random masks, the optimism of tuning on test, cosine
     tw_rand = stats.three_way(acc["lips"], acc["lips-random"], margin=0.0,
-                              equivalence_margin=d_margin, alpha=a_side, sensitive=sensitive)
+                              equivalence_margin=d_margin, alpha=a_side, sensitive=sens_side)
     s_l = sel["lips"]
     grid_range = float(s_l["grid_range"].mean())
-    sel_sensitive = bool(sensitive and grid_range > d_margin)
-    tw_sel = stats.three_way(s_l["per_seed_test_best"], s_l["per_seed_val_choice"],
-                             margin=0.0, equivalence_margin=d_margin, alpha=a_side,
-                             sensitive=sel_sensitive)
-    parts += (RULE_RANDOM(tw_rand, sensitive),
-              RULE_SELECTION(tw_sel, sel_sensitive, grid_range, d_margin))
+    opt = stats.paired_difference(s_l["per_seed_test_best"], s_l["per_seed_val_choice"],
+                                  level=0.95, method="t")
+    cos_final = {arm: np.array([r["middle_cos"][-1] for r in sel[arm]["runs"]])
+                 for arm in ARM_NAMES}
+    inertia_level = 0.95
+    cos_arms = ("fedbn", "lips") + CONTROLS
+    parts += (
+        premise_gate(RULE_RANDOM(tw_rand, sens_side, resolution, params=dict(
+            d=f"{d_margin:g}", alpha_beside=f"{float(cfg.get('alpha_beside', 0.05)):g}",
+            alpha_fraction=f"{frac:.4g}", alpha=f"{a_side:.4g}",
+            three_way=stats.three_way_text(0.0, d_margin, a_side, n))), premise),
+        RULE_SELECTION(opt, grid_range, d_margin, params={"n": n}),
+        RULE_COSINE({a: cos_final[a] for a in cos_arms}, inertia_level,
+                    params={"n": n, "inertia_level": f"{inertia_level:g}"}),
+    )
 
     est = [
-        Estimate.of("assay_sensitivity_gap", sens, "points", "FedBN minus early-stopped "
-                    f"FedBN (known-worse arm); sensitive when the CI's lower end exceeds "
-                    f"d = {d_margin}"),
-        Estimate("assay_sensitive", float(sensitive), description="1 if the "
-                 "assay-sensitivity check passed"),
-        Estimate("metric_resolution", 100.0 / n_test, unit="points", description="one test "
+        Estimate.of("assay_sensitivity_gap", tw_sens.difference, "points",
+                    f"FedBN minus FedBN stopped at {short_rounds} of {R} rounds (planted "
+                    f"handicap of about d = {d_margin:g}), {100 * (1 - alpha):.4g}% CI; "
+                    "sensitive when its lower end exceeds 0 (three-way SUPPORTED)"),
+        Estimate("assay_sensitive", float(sensitive), description="1 if the planted "
+                 "handicap was detected at the family's alpha"),
+        Estimate("assay_sensitive_beside", float(sens_side), description="1 if the planted "
+                 "handicap was detected at the random-mask part's alpha"),
+        Estimate("metric_resolution", resolution, unit="points", description="one test "
                  "decision per seed (all clients' test splits together)"),
+        premise.estimate,
         _est_diff("lips_minus_fedbn", acc["lips"], acc["fedbn"],
                   "LIPS gain over FedBN (paper: +4.76 on CIFAR-100)"),
     ]
-    for c in CONTROLS + ("lips-all-layers",):
-        tw = tws.get(c, tw_all)
-        dd = tw.difference
-        est.append(Estimate.of(f"lips_minus_{c}", dd, "points",
+    for c, tw in list(tws.items()) + [("lips-all-layers", tw_all)]:
+        est.append(Estimate.of(f"lips_minus_{c}", tw.difference, "points",
                                f"LIPS minus {c}, {100 * (1 - alpha):.4g}% CI (Bonferroni)"))
+        if tw.mde is not None:
+            est.append(Estimate(f"mde_{c}", float(tw.mde), unit="points", n=n,
+                                method="t power 0.8", description=f"smallest LIPS - {c} "
+                                "difference this comparison detects with power 0.8"))
     est += [
         _est_diff("lips_random_minus_lips", acc["lips-random"], acc["lips"],
                   "random mask minus sensitivity mask (paper Table 4: +2.30)"),
-        _est_diff("lips_as_released_minus_lips", acc["lips-as-released"], acc["lips"],
-                  "released score and schedule minus the printed ones"),
+        _est_diff("lips_released_score_minus_lips", acc["lips-released-score"], acc["lips"],
+                  "released score |grad * w| (T scaled to the run) minus the printed one"),
         _est_diff("freeze_minus_fedbn", acc["fedbn-freeze-middle"], acc["fedbn"],
                   "middle layers frozen after round f, minus FedBN (paper Table 1: under "
                   "one point lost)"),
     ]
     for arm in ARM_NAMES:
         est.append(_est_mean(f"acc_{arm}", acc[arm], f"personalised test accuracy of {arm}"))
-    cos_final = {arm: np.array([r["middle_cos"][-1] for r in sel[arm]["runs"]])
-                 for arm in ARM_NAMES}
-    est.append(_est_mean("fedbn_middle_cos_final", cos_final["fedbn"],
-                         "FedBN mean middle-layer cosine to the round-2 weights at the last "
-                         "round (paper: above 0.95)", unit="cosine"))
-    est.append(_est_mean("lips_middle_cos_final", cos_final["lips"],
-                         "LIPS mean middle-layer cosine to the round-2 weights at the last "
-                         "round", unit="cosine"))
-    est.append(_est_mean("dropout_middle_cos_final", cos_final["fedbn-dropout-middle"],
-                         "dropout control's mean middle-layer cosine at the last round",
-                         unit="cosine"))
+    for arm in cos_arms:
+        nm = {"fedbn": "fedbn", "lips": "lips", "fedbn-dropout-middle": "dropout",
+              "fedbn-weight-decay": "weight_decay", "fedbn-noise-middle": "noise"}[arm]
+        est.append(_est_mean(f"{nm}_middle_cos_final", cos_final[arm],
+                             f"{arm}: mean middle-layer cosine to the round-2 weights at the "
+                             "last round (paper's inertia: above 0.95)", unit="cosine"))
+        if arm != "fedbn":
+            est.append(Estimate.of(f"cos_lift_{nm}", stats.paired_difference(
+                cos_final["fedbn"], cos_final[arm], level=0.95, method="t"), "cosine",
+                f"FedBN's final middle cosine minus {arm}'s (how far it lifts the middle "
+                "layers off their inertia)"))
     optimism = {}
     for arm in cfg["grid"]:
         s = sel[arm]
@@ -559,19 +686,16 @@ def analyse(results, ctx: RunContext) -> Analysis:
                             n=len(ctx.seeds), method="mean",
                             description=f"{arm}: mean over seeds of the best candidate's "
                             "test accuracy in each run minus the validation choice"))
-    for name, tw, desc in (
-            ("lips_minus_lips-random", tw_rand, "LIPS minus LIPS with a random mask "
-             "(part random-mask)"),
-            ("selection_optimism_per_run_lips", tw_sel, "LIPS: per run, test accuracy of "
-             "the candidate chosen on test minus that of the candidate chosen on validation "
-             "(part selection-optimism)")):
-        dd = tw.difference
-        est.append(Estimate.of(name, dd, "points", f"{desc}, {100 * (1 - a_side):.4g}% CI"))
+    est.append(Estimate.of("lips_minus_lips-random", tw_rand.difference, "points",
+                           f"LIPS minus LIPS with a random mask (part random-mask), "
+                           f"{100 * (1 - a_side):.4g}% CI"))
+    est.append(Estimate.of("selection_optimism_per_run_lips", opt, "points",
+                           "LIPS: per run, test accuracy of the candidate chosen on test "
+                           "minus that of the candidate chosen on validation (part "
+                           "selection-optimism, a measurement; >= 0 by construction)"))
     est.append(_est_mean("selection_grid_range_lips", s_l["grid_range"], "LIPS: per run, "
                          "highest minus lowest test accuracy over the tuning candidates "
                          "(the most a choice could change the number)"))
-    est.append(Estimate("selection_sensitive", float(sel_sensitive), description="1 if the "
-                        "assay check passed and the mean grid range exceeds d"))
     gain_test_tuned = float(sel["lips"]["test_if_test_tuned"].mean() - acc["fedbn"].mean())
     est.append(Estimate("lips_gain_if_tuned_on_test", gain_test_tuned, unit="points",
                         n=len(ctx.seeds), method="mean",
@@ -605,32 +729,32 @@ def analyse(results, ctx: RunContext) -> Analysis:
                    note="The same number of candidates for every tuned arm; the choice is "
                         "by validation accuracy; test is shown only to measure the "
                         "selection optimism.")
-    cmp_rows = []
-    for name, tw in list(tws.items()) + [("lips-all-layers", tw_all)]:
-        dd, tt = tw.difference, tw.tost
-        cmp_rows.append((f"lips - {name}", round(dd.mean, 3),
-                         f"[{dd.low:.3f}, {dd.high:.3f}]", f"[{tt.low90:.3f}, {tt.high90:.3f}]",
-                         round(tt.p_value, 4), tw.outcome,
-                         "" if tw.seeds_needed is None else tw.seeds_needed))
-    t_cmp = Table("Comparisons (points; paired over seeds)",
-                  ("comparison", "mean", f"{100 * (1 - alpha):.4g}% CI",
-                   f"{100 * (1 - 2 * alpha):.4g}% CI (TOST)", "TOST p", "three-way outcome",
-                   "seeds needed"), tuple(cmp_rows),
-                  note=f"Three-way outcome about 'LIPS beats the alternative'; d = "
-                       f"{d_margin} points; alpha = {alpha:.4g}.")
-    side_rows = []
-    for name, tw in (("lips - lips-random", tw_rand),
-                     ("lips: test-chosen - validation-chosen (per run)", tw_sel)):
-        dd, tt = tw.difference, tw.tost
-        side_rows.append((name, round(dd.mean, 3), f"[{dd.low:.3f}, {dd.high:.3f}]",
-                          f"[{tt.low90:.3f}, {tt.high90:.3f}]", round(tt.p_value, 4),
-                          tw.outcome, "" if tw.seeds_needed is None else tw.seeds_needed))
-    t_side = Table("Parts reported beside the verdict (points; paired over seeds)",
-                   ("comparison", "mean", f"{100 * (1 - a_side):.4g}% CI",
-                    f"{100 * (1 - 2 * a_side):.4g}% CI (TOST)", "TOST p",
-                    "three-way outcome", "seeds needed"), tuple(side_rows),
-                   note=f"Parts random-mask and selection-optimism; d = {d_margin} points; "
-                        f"alpha = {a_side:g} each; they do not enter the claim's verdict.")
+    def row(name, tw):
+        dd = tw.difference
+        return (name, round(dd.mean, 3), f"[{dd.low:.3f}, {dd.high:.3f}]",
+                f"{tw.alpha:.4g}", round(tw.tost.p_value, 4), tw.outcome,
+                "" if tw.flip is None else round(tw.flip, 3),
+                "" if tw.seeds_needed is None else tw.seeds_needed)
+
+    head = ("comparison", "mean", "(1 - alpha) CI (Hall t)", "alpha", "TOST p (t)",
+            "three-way outcome", "flip (points)", "seeds needed")
+    t_cmp = Table("Comparisons of the combined parts, the premise and the planted handicap "
+                  "(points; paired over seeds)", head,
+                  tuple(row(f"lips - {name}", tw)
+                        for name, tw in list(tws.items()) + [("lips-all-layers", tw_all)])
+                  + (row("premise: lips - fedbn", tw_prem),
+                     row("planted: fedbn - fedbn-short", tw_sens)),
+                  note=f"Three-way outcome about 'A beats B' (m = 0); d = {d_margin:g} "
+                       f"points; the combined parts' alpha = {alpha:.4g} (Bonferroni over "
+                       f"{N_COMPARISONS}, times this look's share {frac:.4g}); equivalence "
+                       "is the same interval inside (-d, +d); flip = the smallest change "
+                       "of one seed's difference that changes the outcome (resolution "
+                       f"{resolution:.3g} points).")
+    t_side = Table("Part reported beside the verdict (points; paired over seeds)", head,
+                   (row("lips - lips-random", tw_rand),
+                    row("planted: fedbn - fedbn-short (beside alpha)", tw_sens_side)),
+                   note=f"Part random-mask; d = {d_margin:g} points; alpha = {a_side:.4g}; "
+                        "it does not enter the claim's verdict.")
     per_seed = Table("Per-seed personalised test accuracy (%) at the chosen candidate",
                      ("seed",) + ARM_NAMES,
                      tuple((s,) + tuple(round(float(acc[a][i]), 2) for a in ARM_NAMES)
@@ -646,9 +770,8 @@ def analyse(results, ctx: RunContext) -> Analysis:
     series = []
     for arm in ARM_NAMES:
         curves = [r["middle_cos"] for r in sel[arm]["runs"]]
-        R = len(curves[0])
         xs, ys, lo, hi = [], [], [], []
-        for t in range(R):
+        for t in range(len(curves[0])):
             vals = [c[t] for c in curves if c[t] is not None]
             if vals:
                 xs.append(t + 1)
@@ -661,7 +784,7 @@ def analyse(results, ctx: RunContext) -> Analysis:
                      caption="Mean over seeds, band = min..max over seeds. Pruning zeroes "
                              "weights, which lowers the cosine by construction.")
     short = {"lips": "lips", "lips-random": "random", "lips-all-layers": "all-layers",
-             "lips-as-released": "released", "fedbn-dropout-middle": "dropout",
+             "lips-released-score": "released", "fedbn-dropout-middle": "dropout",
              "fedbn-weight-decay": "wd", "fedbn-noise-middle": "noise",
              "fedbn-freeze-middle": "freeze", "fedbn-short": "short"}
     diffs = {a: stats.paired_difference(acc[a], acc["fedbn"], level=0.95, method="t")
@@ -676,21 +799,37 @@ def analyse(results, ctx: RunContext) -> Analysis:
                              "candidate; dropout, wd, noise are the controls; short is the "
                              "known-worse arm of the sensitivity check.")
 
+    sd = tw_sens.difference
+    mdes = ", ".join(f"{c}: {tw.mde:.2f}" for c, tw in
+                     list(tws.items()) + [("lips-all-layers", tw_all)] if tw.mde is not None)
     notes = (
+        f"Premise (LIPS beats FedBN): {premise.status}. {premise.reason} Where it is not "
+        "reproduced, the parts that explain LIPS's gain (regularisation-controls, "
+        "layer-targeting, random-mask) are INCONCLUSIVE with 'premise not reproduced at "
+        "this scale', whatever their comparisons say (each comparison's own outcome stays "
+        "in its reason and in the comparisons table).",
         "Setting and why it can separate arms: 8x8 digits, "
         f"{cfg['n_clients']} clients with {cfg['n_train']} training images each drawn with "
         f"Dirichlet({cfg['alpha']}) label proportions (the paper's per-client draw), "
-        f"{cfg['rounds']} rounds. A prototype at 60 rounds saturated at about 98% "
+        f"{R} rounds. A prototype at 60 rounds saturated at about 98% "
         "personalised accuracy for every arm; here training stops where FedBN is still "
         "improving, and every client's test split comes from the held-out test set "
         f"({cfg['n_test']} images per client, {n_test} per seed, resolution "
-        f"{100.0 / n_test:.2f} points). The assay-sensitivity check asks that FedBN beat "
-        f"FedBN stopped after {cfg['short_fraction']:.0%} of the rounds by more than the "
-        f"margin d = {d_margin} points on the same seeds (gap {sens.mean:.2f}, 95% CI "
-        f"[{sens.low:.2f}, {sens.high:.2f}]: {'passed' if sensitive else 'failed'}). "
-        "The rounds, learning rate, width and client count were set with a short pilot on "
-        "seeds 0-2 (FedBN, early-stopped FedBN, LIPS, dropout, all-layer LIPS) for speed "
-        "and to leave the ceiling; the tuning grids were fixed before it.",
+        f"{resolution:.2f} points). The rounds, learning rate, width and client count were "
+        "set with a short pilot on seeds 0-2 (FedBN, early-stopped FedBN, LIPS, dropout, "
+        "all-layer LIPS) for speed and to leave the ceiling; seeds 0-2 are also verdict "
+        "seeds, so the setting was NOT chosen on tuning seeds only (not re-chosen on tuning "
+        "seeds for lack of budget; the tuning grids were fixed before that pilot).",
+        f"Assay sensitivity at the margin's scale: {PILOT}. On the verdict seeds FedBN "
+        f"minus that arm is {sd.mean:.2f} points ({100 * (1 - alpha):.4g}% CI "
+        f"[{sd.low:.2f}, {sd.high:.2f}], three-way {tw_sens.outcome} at the family's alpha "
+        f"{alpha:.4g}: {'detected' if sensitive else 'not detected'}; at the random-mask "
+        f"part's alpha {a_side:.4g}: {'detected' if sens_side else 'not detected'}). An "
+        "equivalence counts only where it is detected. Caveat: the handicap is the same "
+        "FedBN run cut short (its pairs share the trajectory up to the cut), so its "
+        "differences vary less than those between two differently trained arms; the "
+        "minimum detectable effects of the combined comparisons (power 0.8, where "
+        f"inconclusive) are: {mdes or 'none (all decided)'} points.",
         _gain_note(acc, parts),
         "Tuning: every tuned arm gets the same number of candidates; the candidate with the "
         "highest mean validation accuracy (clients' validation splits, disjoint from their "
@@ -699,24 +838,38 @@ def analyse(results, ctx: RunContext) -> Analysis:
         "construction); the per-seed optimism picks the best candidate on test in every "
         "run separately, as a per-run peek at the test split would.",
         _inertia_note(acc, cos_final, cfg),
-        _beside_note(tw_rand, tw_sel, s_l, grid_range, d_margin, cfg),
+        _beside_note(tw_rand, opt, grid_range, cfg),
+        "Faithful arms. lips-released-score uses the released code's score |grad * w| and "
+        "its schedule rule with the horizon T scaled to the run length (the release's "
+        "T = 300 equals its own 300-round runs). The earlier reading, T fixed at 300 in a "
+        f"{R}-round run, still pruned about {100 * 0.2 * (1 - (R - R % 5) / 300):.0f}% of "
+        "the middle weights in the last pruning round and was evaluated right after; it "
+        "cost that arm 4.4 points against LIPS at smoke scale, i.e. it pushed the released "
+        "arm down (it never entered the verdict); --set released_horizon=300 restores it. "
+        "Every arm keeps norm layers local (FedBN); the release has no FedBN client.",
+        "Thresholds and their sources: d = "
+        f"{d_margin:g} points, under half of the paper's 4.76-point CIFAR-100 gain (fixed "
+        "before any run); alpha = 0.05 for the combined family (Bonferroni over "
+        f"{N_COMPARISONS} comparisons), 0.05 for the premise and for random-mask, each "
+        f"times this look's share {frac:.4g}; the inertia level 0.95 is the paper's.",
         "Caveat on the cosine: LIPS, its ablations and the noise control change middle "
         "weights directly after aggregation, so their lower cosine to round 2 partly "
-        "measures the perturbation itself, not renewed learning.",
+        "measures the perturbation itself, not renewed learning; hence the cosine is a "
+        "measurement (part middle-cosine), not a criterion of the verdict.",
         "Caveat on scale: this is a small CPU setting (digits, a VGG-style net of width "
         f"{cfg['width']}), not CIFAR-100 with ResNet-8 at 300 rounds; the paper's numbers "
-        f"are shown beside ours only for orientation. With {len(ctx.seeds)} seeds and a "
-        f"Bonferroni alpha of {alpha:.4g} the TOST needs a small spread of the "
+        f"are shown beside ours only for orientation. With {n} seeds and a "
+        f"Bonferroni alpha of {alpha:.4g} equivalence needs a small spread of the "
         "differences; the seeds needed are given when a comparison is inconclusive. An "
         "exact sign-flip test could not reach "
-        f"p < 0.05 with {len(ctx.seeds)} pairs "
-        f"(smallest p = {stats.smallest_signflip_p(len(ctx.seeds)):.4g}), so none is used. "
+        f"p < 0.05 with {n} pairs "
+        f"(smallest p = {stats.smallest_signflip_p(n):.4g}), so none is used. "
         "The paper scale reads CIFAR-100 from --data-dir (ResNet-8, 100 clients x 100 "
         "images, 300 rounds); TinyImageNet with ResNet-10 is the same scale with "
         "--set dataset=\"tinyimagenet\" --set model=\"resnet10\".",
     )
     return Analysis(tuple(est), parts, (t_arms, t_cmp, t_side, t_grid, per_seed, t_layers),
-                    (fig_cos, fig_acc), notes)
+                    (fig_cos, fig_acc), notes, premise=premise)
 
 
 CLAIM = Claim(
@@ -735,7 +888,7 @@ CLAIM = Claim(
               "do as well as the sensitivity score, and the hyperparameters were picked "
               "on test data.",
     arms=ARMS,
-    rules=(RULE_CONTROLS, RULE_LAYERS, RULE_RANDOM, RULE_SELECTION),
+    rules=(RULE_CONTROLS, RULE_LAYERS, RULE_RANDOM, RULE_SELECTION, RULE_COSINE),
     combination=COMBINATION,
     stochastic=True,
     scales=SCALES,

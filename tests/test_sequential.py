@@ -1,0 +1,98 @@
+"""Sequential seeds: looks planned before the run, alpha spent across them, stability.
+
+The toy claim (tests/toyclaim.py) makes the true effect a config value, so a run can be
+made to decide at the first look or to run to the cap."""
+import json
+
+import pytest
+
+from audit import claims as claims_mod
+from audit.cli import main
+from audit.runner import Cache, execute, execute_sequential, make_context
+from audit.sequential import plan
+
+
+def test_a_large_effect_stops_at_the_first_look(toy, tmp_path):
+    ctx = make_context(toy.CLAIM, "smoke")
+    res = execute_sequential(toy.CLAIM, ctx, plan(20), cache=Cache(tmp_path / "c"),
+                             progress=False)
+    assert [lk["n"] for lk in res.verdict.looks] == [5]
+    assert res.verdict.looks[0]["decided"] and res.verdict.looks[0]["stopped"]
+    assert res.verdict.verdict.value == "CONFIRMED"
+    assert res.ctx.seeds == (0, 1, 2, 3, 4)
+    assert res.ctx.alpha_fraction == pytest.approx(plan(20).fractions()[0])
+    # the rule printed is the one applied: alpha is the look's share of 0.05
+    assert f"alpha {0.05 * plan(20).fractions()[0]:.4g}" in res.verdict.parts[0].rule
+
+
+def test_an_undecided_claim_runs_to_the_cap_and_reuses_finished_units(toy, tmp_path):
+    ctx = make_context(toy.CLAIM, "smoke", overrides={"effect": 0.02, "noise": 0.5})
+    cache = Cache(tmp_path / "c")
+    res = execute_sequential(toy.CLAIM, ctx, plan(10), cache=cache, progress=False)
+    assert [lk["n"] for lk in res.verdict.looks] == [5, 10]
+    assert res.verdict.looks[-1]["stopped"] and not res.verdict.looks[0]["decided"]
+    assert len(toy.CALLS) == 20  # 2 arms x 10 seeds, each computed once across looks
+    assert res.computed == 20 and res.cached == 10
+    assert res.ctx.seeds == tuple(range(10))
+
+
+def test_the_report_and_json_show_every_look(toy, tmp_path):
+    out = tmp_path / "r"
+    assert main(["run", "toy-claim", "--out", str(out), "--quiet", "--until-decided",
+                 "--max-seeds", "10", "--set", "effect=0.02", "--set", "noise=0.5"]) == 0
+    data = json.loads((out / "toy-claim.json").read_text())
+    assert [lk["n"] for lk in data["looks"]] == [5, 10]
+    assert data["plan"]["looks"] == [5, 10] and data["plan"]["spending"] == "pocock"
+    assert "--until-decided --max-seeds 10" in data["command"]
+    md = (out / "toy-claim.md").read_text()
+    assert "## Sequential looks" in md and "stopped at look 2" in md
+
+
+def test_until_decided_refuses_a_cap_above_the_seed_bound(toy, capsys):
+    assert main(["run", "toy-claim", "--until-decided", "--max-seeds", "100000"]) == 2
+    assert "--max-seeds 100000" in capsys.readouterr().err
+
+
+def test_stability_reports_leave_one_out_and_flip(toy, tmp_path):
+    ctx = make_context(toy.CLAIM, "smoke")
+    res = execute(toy.CLAIM, ctx, cache=Cache(tmp_path / "c"), progress=False)
+    st = res.verdict.stability
+    assert st["loo_total"] == 5 and st["loo_agree"] == 5
+    assert st["flip_part"] == "gain" and st["flip"] > 10 * st["resolution"]  # effect 1.0
+    assert st["fragile"] is False and not res.verdict.fragile
+
+
+def test_a_verdict_one_seed_can_flip_is_labelled_fragile(toy, tmp_path):
+    # an effect just above what 5 seeds can show: some leave-one-out subset disagrees
+    # or one seed's small move flips it
+    ctx = make_context(toy.CLAIM, "smoke", overrides={"effect": 0.12, "noise": 0.1})
+    res = execute(toy.CLAIM, ctx, cache=Cache(tmp_path / "c"), progress=False)
+    st = res.verdict.stability
+    if res.verdict.verdict.value != "INCONCLUSIVE":
+        fragile = st["loo_agree"] < st["loo_total"] or st["flip"] <= 3 * st["resolution"]
+        assert res.verdict.fragile == fragile
+
+
+def test_printed_rule_changes_with_a_set_margin(toy, tmp_path):
+    out = tmp_path / "r"
+    assert main(["run", "toy-claim", "--out", str(out), "--quiet",
+                 "--set", "equivalence_margin=0.2"]) == 0
+    rule = json.loads((out / "toy-claim.json").read_text())["parts"][0]["rule"]
+    assert "(-0.2, +0.2)" in rule
+    assert main(["run", "toy-claim", "--out", str(out), "--quiet",
+                 "--set", "equivalence_margin=0.05"]) == 0
+    rule = json.loads((out / "toy-claim.json").read_text())["parts"][0]["rule"]
+    assert "(-0.05, +0.05)" in rule
+
+
+def test_locks_record_the_plan_and_the_seeds_it_stopped_at(toy, tmp_path):
+    ctx = make_context(toy.CLAIM, "smoke")
+    res = execute_sequential(toy.CLAIM, ctx, plan(20), cache=Cache(tmp_path / "c"),
+                             progress=False)
+    path = tmp_path / "locks2.json"
+    claims_mod.write_lock("toy-claim", "smoke", res.verdict.verdict, res.verdict.parts,
+                          res.ctx.seeds, path=path, plan=res.plan.to_dict())
+    lock = json.loads(path.read_text())["toy-claim"]["smoke"]
+    assert lock["plan"] == {"looks": [5, 10, 20], "spending": "pocock"}
+    assert lock["seeds"] == [0, 1, 2, 3, 4]
+    claims_mod.read_locks(path)  # the shape check accepts a plan
