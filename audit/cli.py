@@ -212,12 +212,13 @@ def _execute_all(args, write_reports: bool, unlocked: list | None = None):
         from audit.distributed import RayBackend
 
         backend = RayBackend(address=args.ray_address)
+    plans = {claim.id: _plan(args, claim) for claim, ctx in contexts if ctx is not None}
     results = []
     for claim, ctx in contexts:
         if ctx is None:
             print(f"{claim.id}: pending, its falsifier is not built yet; nothing to run")
             continue
-        plan = _plan(args, claim)
+        plan = plans[claim.id]  # every plan checked before the first claim ran
         if plan is not None:
             from audit.runner import execute_sequential
 
@@ -243,10 +244,19 @@ def _execute_all(args, write_reports: bool, unlocked: list | None = None):
 
 
 def _plan(args, claim):
-    """The sequential plan of ``--until-decided`` for a stochastic claim, else None."""
+    """The sequential plan of ``--until-decided`` for a stochastic claim; for ``verify``
+    without seeds, the plan the claim's lock was recorded with; else None."""
     if not getattr(args, "until_decided", False):
         if getattr(args, "max_seeds", None) is not None:
             raise AuditError("--max-seeds is the cap of --until-decided; give both")
+        if (args.command == "verify" and claim.stochastic and args.seeds is None
+                and args.seed_list is None):
+            lock = claim.locks().get(args.scale) or {}
+            if lock.get("plan"):
+                from audit.sequential import Plan
+
+                return Plan(tuple(lock["plan"]["looks"]), lock["plan"].get("spending",
+                                                                           "pocock"))
         return None
     if not claim.stochastic:
         return None  # exact claims have no seeds to add
@@ -286,10 +296,18 @@ def cmd_verify(args) -> int:
     for r in flips:
         print(f"FLIPPED {r.claim.id}: locked {r.locked.value}, now "
               f"{r.verdict.verdict.value} at {r.ctx.scale} scale", file=sys.stderr)
-    unlocked = [r.claim.id for r in results if r.locked is None]
+    # a sequential lock that stopped at another look is a change, not "other seeds"
+    elsewhere = [r for r in results if r.locked is None and r.plan is not None
+                 and (r.claim.locks().get(r.ctx.scale) or {}).get("plan")]
+    for r in elsewhere:
+        lock = r.claim.locks()[r.ctx.scale]
+        print(f"FLIPPED {r.claim.id}: the sequential run stopped at n = {len(r.ctx.seeds)} "
+              f"seeds with {r.verdict.verdict.value}; the lock stopped at n = "
+              f"{len(lock.get('seeds', []))} with {lock['verdict']}", file=sys.stderr)
+    unlocked = [r.claim.id for r in results if r.locked is None and r not in elsewhere]
     if unlocked:
         print(f"no lock at {args.scale} scale with these seeds for: {', '.join(unlocked)}")
-    return 1 if flips or no_lock else 0
+    return 1 if flips or no_lock or elsewhere else 0
 
 
 def cmd_report(args) -> int:

@@ -96,3 +96,19 @@ def test_locks_record_the_plan_and_the_seeds_it_stopped_at(toy, tmp_path):
     assert lock["plan"] == {"looks": [5, 10, 20], "spending": "pocock"}
     assert lock["seeds"] == [0, 1, 2, 3, 4]
     claims_mod.read_locks(path)  # the shape check accepts a plan
+
+
+def test_verify_reruns_a_sequential_lock_with_its_plan(toy, capsys, monkeypatch, tmp_path):
+    locks = tmp_path / "seq-locks.json"
+    monkeypatch.setenv("AUDIT_LOCKS", str(locks))
+    locks.write_text(json.dumps({"toy-claim": {"smoke": {
+        "verdict": "CONFIRMED", "parts": {"gain": "CONFIRMED"}, "seeds": [0, 1, 2, 3, 4],
+        "plan": {"looks": [5, 10], "spending": "pocock"}}}}))
+    assert main(["verify", "toy-claim", "--quiet"]) == 0
+    assert "look 1 at n = 5 seeds: CONFIRMED (decided)" in capsys.readouterr().err
+    # the same lock said it stopped at 10 seeds: this run stops at 5, a change
+    locks.write_text(json.dumps({"toy-claim": {"smoke": {
+        "verdict": "CONFIRMED", "parts": {"gain": "CONFIRMED"}, "seeds": list(range(10)),
+        "plan": {"looks": [5, 10], "spending": "pocock"}}}}))
+    assert main(["verify", "toy-claim", "--quiet"]) == 1
+    assert "stopped at n = 5 seeds" in capsys.readouterr().err
