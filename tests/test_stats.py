@@ -112,7 +112,7 @@ def test_bca_matches_direct_scipy_bootstrap_call():
 
 def test_bca_requires_a_generator():
     with pytest.raises(TypeError, match="rng must be a numpy.random.Generator"):
-        paired_difference(SLEEP_1, SLEEP_2)  # n = 10 -> BCa
+        paired_difference(SLEEP_1, SLEEP_2, method="bca")
     with pytest.raises(TypeError, match="rng must be a numpy.random.Generator"):
         paired_difference(SLEEP_1, SLEEP_2, method="bca", rng=np.random.RandomState(0))
 
@@ -210,7 +210,7 @@ def test_other_input_errors():
         mean_interval([])
     with pytest.raises(ValueError, match="level must lie strictly between 0 and 1"):
         paired_difference([1, 2, 3], [0, 0, 1], level=95)
-    with pytest.raises(ValueError, match="method must be 'auto', 't' or 'bca'"):
+    with pytest.raises(ValueError, match="method must be 'auto', 't', 'hall' or 'bca'"):
         paired_difference([1, 2, 3], [0, 0, 1], method="BCa")
     with pytest.raises(ValueError, match="margin must be a positive finite number"):
         tost_paired([1, 2, 3], [0, 0, 1], margin=0.0)
