@@ -552,7 +552,8 @@ def write_index(out_dir: Path, claims: Mapping[str, Claim | PendingClaim]) -> Pa
     text = ["# Audit reports", "",
             "Each verdict is about the reviewer's claim: CONFIRMED (the criticism holds on "
             "our runs), REFUTED (it does not), INCONCLUSIVE (this scale and seed count "
-            "cannot decide). Regenerate with `audit run --all`; re-render without rerunning "
+            "cannot decide). Regenerate with `audit run --all --until-decided` (looks at 5, 10 "
+            "and 20 seeds); re-render without rerunning "
             "with `audit report`.", "",
             "Premise: the paper's own effect that the claim is about, measured first "
             "(a part explaining it is INCONCLUSIVE where it does not reproduce). Reachable: "

@@ -55,7 +55,10 @@ def git_commit() -> str:
         if rev.returncode != 0:
             return "unknown"
         # "dirty" means the code differs from the commit; generated reports do not count
-        dirty = subprocess.run(["git", "status", "--porcelain", "--", *SOURCE_PATHS],
+        # the lock file is written by --audit-update-locks during the very run that
+        # records the commit: it is data, not code, so it does not make the code dirty
+        dirty = subprocess.run(["git", "status", "--porcelain", "--", *SOURCE_PATHS,
+                                ":(exclude)audit/locks.json"],
                                cwd=PACKAGE_DIR.parent, capture_output=True, text=True,
                                timeout=10).stdout.strip()
         return rev.stdout.strip() + ("+dirty" if dirty else "")
