@@ -369,16 +369,9 @@ def read_locks(path: Path | None = None) -> dict:
     path = path or locks_path()
     if not path.exists():
         return {}
-    try:
-        locks = json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as exc:
-        raise AuditError(f"lock file {path} is not valid JSON ({exc})") from None
-    except UnicodeDecodeError as exc:
-        raise AuditError(f"lock file {path} is not UTF-8 text ({exc.reason})") from None
-    except RecursionError:
-        raise AuditError(f"lock file {path} is nested too deeply to be a lock file") from None
-    except OSError as exc:
-        raise AuditError(f"lock file {path} cannot be read ({exc.strerror})") from None
+    from audit.safeio import read_json
+
+    locks = read_json(path, "lock file")
     problem = _lock_problem(locks)
     if problem is not None:
         raise AuditError(f"lock file {path} is malformed: {problem}")

@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from audit import claims as claims_mod
-from audit import papers
+from audit import papers, safeio
 from audit.claims import AuditError, PendingClaim
 
 TOP_ITEMS = ("skeptic_critique.concrete_test", "skeptic_critique.load_bearing_attack",
@@ -260,23 +260,11 @@ def review(paths: list[Path], out: Path, registry: Mapping | None = None
     result = []
     for f in record_files(paths):
         try:
-            record = json.loads(f.read_text(encoding="utf-8"))
-        except UnicodeDecodeError as exc:
+            record = safeio.read_json(f, "review record")
+        except AuditError as exc:
+            # keep the problem with its record: one bad file does not stop the others
             result.append(RecordCoverage(str(f), None, None,
-                                         problems=[f"not UTF-8 text ({exc.reason})"]))
-            continue
-        except json.JSONDecodeError as exc:
-            result.append(RecordCoverage(str(f), None, None,
-                                         problems=[f"bad JSON: {exc.msg} at line "
-                                                   f"{exc.lineno} column {exc.colno}"]))
-            continue
-        except RecursionError:
-            result.append(RecordCoverage(str(f), None, None,
-                                         problems=["nested too deeply to be a review record"]))
-            continue
-        except OSError as exc:
-            result.append(RecordCoverage(str(f), None, None,
-                                         problems=[f"cannot be read ({exc.strerror or exc})"]))
+                                         problems=[str(exc).replace(f"review record {f} ", "", 1)]))
             continue
         problems = validate(record)
         if problems:

@@ -459,16 +459,7 @@ def load(out_dir: Path, claim_id: str) -> dict | None:
     path = Path(out_dir) / f"{claim_id}.json"
     if not path.exists():
         return None
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as exc:
-        raise AuditError(f"report {path} is not valid JSON ({exc})") from None
-    except UnicodeDecodeError as exc:
-        raise AuditError(f"report {path} is not UTF-8 text ({exc.reason})") from None
-    except RecursionError:
-        raise AuditError(f"report {path} is nested too deeply to be a report") from None
-    except OSError as exc:
-        raise AuditError(f"report {path} cannot be read ({exc.strerror or exc})") from None
+    data = safeio.read_json(path, "report")
     if not isinstance(data, dict):
         raise AuditError(f"report {path} is not a JSON object (got {type(data).__name__})")
     validate(data, str(path))

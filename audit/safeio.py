@@ -102,3 +102,22 @@ def probe_dir(out_dir: Path) -> None:
     except OSError as exc:
         raise AuditError(f"output directory {str(out_dir)!r} cannot be written "
                          f"({exc.strerror or exc})") from None
+
+
+def read_json(path: Path, what: str) -> object:
+    """The JSON value in ``path``; any way the file can be bad (not UTF-8, not JSON,
+    nested too deeply for the parser, unreadable) is one AuditError that begins with
+    ``{what} {path}`` and says which. Nothing in the file is executed: plain JSON only."""
+    import json
+
+    try:
+        return json.loads(Path(path).read_text(encoding="utf-8"))
+    except json.JSONDecodeError as exc:
+        raise AuditError(f"{what} {path} is not valid JSON ({exc.msg} at line {exc.lineno} "
+                         f"column {exc.colno})") from None
+    except UnicodeDecodeError as exc:
+        raise AuditError(f"{what} {path} is not UTF-8 text ({exc.reason})") from None
+    except RecursionError:
+        raise AuditError(f"{what} {path} is nested too deeply to be a {what}") from None
+    except OSError as exc:
+        raise AuditError(f"{what} {path} cannot be read ({exc.strerror or exc})") from None

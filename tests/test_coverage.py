@@ -156,7 +156,7 @@ def test_malformed_records_give_one_line_each_and_the_rest_is_read(
     assert rc == 1
     lines = err.strip().splitlines()
     assert len(lines) == 5, err
-    for name, words in [("b_badjson.txt", "bad JSON"),
+    for name, words in [("b_badjson.txt", "not valid JSON"),
                         ("c_nomajor.json", "referee_report.major_comments"),
                         ("d_noctest.txt", "skeptic_critique.concrete_test"),
                         ("e_unknown.json", "unknown arXiv id '0000.11111'"),

@@ -329,13 +329,19 @@ def _received(w: _Worker, msg: Message) -> dict:
     return {key: v.to(w.device) for key, v in msg.content["arrays"].to_torch_state_dict().items()}
 
 
+def _incoming(w, msg: Message, context: Context):
+    """What every client call starts from: this node's partition ``k``, the server round
+    ``r``, the state received (digest-checked) and the client's own carried state."""
+    k = int(context.node_config[PARTITION_KEY])
+    r = int(msg.content["config"]["server-round"])
+    received = _received(w, msg)
+    return k, r, received, _client_state(w, context, k, received)
+
+
 def _train(spec, msg: Message, context: Context) -> Message:
     w = _worker(spec)
     with w.lock:
-        k = int(context.node_config[PARTITION_KEY])
-        r = int(msg.content["config"]["server-round"])
-        received = _received(w, msg)
-        cstate = _client_state(w, context, k, received)
+        k, r, received, cstate = _incoming(w, msg, context)
         start = w.alg.client_init(w.alg.broadcast(received, k, r), cstate, k, r)
         c = w.fed.clients[k]
         after = w.trainer.train_one(start, c.x_train, c.y_train, k, r)
@@ -348,10 +354,7 @@ def _train(spec, msg: Message, context: Context) -> Message:
 def _evaluate(spec, msg: Message, context: Context) -> Message:
     w = _worker(spec)
     with w.lock:
-        k = int(context.node_config[PARTITION_KEY])
-        r = int(msg.content["config"]["server-round"])
-        received = _received(w, msg)
-        cstate = _client_state(w, context, k, received)
+        k, r, received, cstate = _incoming(w, msg, context)
         st = w.alg.personal_state(received, cstate, k, r)
         c = w.fed.clients[k]
         acc, loss = evaluate(w.model, st, c.x_test, c.y_test)
