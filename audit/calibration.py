@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Callable
 
 import numpy as np
 
@@ -223,7 +222,6 @@ def table(rates: list[Rate]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:  # pragma: no cover - a printing helper
-    import sys
 
     reps = int(argv[0]) if argv else 20000
     rates = matrix(reps)

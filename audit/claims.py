@@ -7,13 +7,26 @@ rules that decide it, and the verdicts locked for each scale (``audit/locks.json
 Each claim lives in its own module under ``audit/experiments/`` and defines a module-level
 ``CLAIM``. Adding a claim is one new module plus one line in :data:`CLAIM_MODULES`; until
 the module exists, the claim is listed as pending from :data:`PENDING`.
+
+A claim may also live in a separately installed package: each entry point of the group
+``audit.claims`` (:data:`ENTRY_POINT_GROUP`) names a module that defines ``CLAIM`` (or the
+``Claim`` object itself, ``"pkg.mod:CLAIM"``). Such a claim is listed after the built-in
+ones; its locks are kept in ``locks.json`` beside its module (or in ``Claim.lock_file``,
+or in ``$AUDIT_LOCKS`` when that is set); its package's source enters the run cache's
+code version. A plugin that cannot be loaded is skipped with one
+:class:`ClaimPluginWarning`; a claim id defined twice is an error naming both places.
+See ``docs/WRITING_A_CLAIM.md``.
 """
 from __future__ import annotations
 
+import dataclasses
+import hashlib
 import importlib
 import itertools
 import json
 import os
+import sys
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
@@ -106,6 +119,12 @@ class RunContext:
     # look (1.0 for a fixed-seed run). Rules multiply their alpha by it; it is not part of
     # any cache or checkpoint key (a unit's result does not depend on it).
     alpha_fraction: float = 1.0
+    # Progress of long units: ``on_round(round, rounds)`` after every federated round,
+    # set by the runner while it shows a progress bar (None otherwise). Units hand it to
+    # the engine (``run_federated(..., on_round=ctx.on_round)``). It changes no number and
+    # is not part of any cache or checkpoint key, nor of equality.
+    on_round: Callable[[int, int], None] | None = field(default=None, compare=False,
+                                                        repr=False)
 
     def checkpoint(self, spec: "RunSpec") -> str | None:
         """A checkpoint file for one unit (engine runs save and resume there), or None.
@@ -173,6 +192,10 @@ class Analysis:
     figures: tuple[Figure, ...] = ()
     notes: tuple[str, ...] = ()  # paragraphs for the report: what the test shows and not
     premise: "Premise | None" = None  # the paper's own effect, measured first
+    # which setting the verdict speaks for: one entry per setting the claim ran (the base
+    # setting and each sweep), each {"setting", "verdict", "base": bool,
+    # "closest_to_paper": bool, "why": str}; the report's headline says when they disagree
+    settings: tuple = ()
 
 
 Results = Mapping[RunSpec, Mapping[str, Any]]
@@ -200,6 +223,12 @@ class Claim:
         paper_numbers: the paper's reported numbers, shown as the paper's.
         answers: extra record fields answered (for ``audit review``), field -> part id.
         default_seeds: seeds used when none are given.
+        lock_file: where this claim's locks are kept (None: ``audit/locks.json``); a
+            claim from an entry point gets ``locks.json`` beside its module by default.
+        origin: "" for a built-in claim; for a plugin, the entry point it came from.
+        code_paths: files or folders whose ``*.py`` source enters the run cache's code
+            version besides the ``audit`` package (a plugin's own package).
+        searches: how settings were chosen (``audit.tuning.Search``, tuning seeds only).
     """
 
     id: str
@@ -218,7 +247,12 @@ class Claim:
     paper_numbers: tuple[PaperNumber, ...] = ()
     answers: Mapping[str, str] = field(default_factory=dict)
     default_seeds: tuple[int, ...] = (0, 1, 2, 3, 4)
+    # audit.tuning.Search records: how each scale's settings were chosen (on tuning seeds)
+    searches: tuple = ()
     status: str = "ready"
+    lock_file: str | None = None
+    origin: str = ""
+    code_paths: tuple[str, ...] = ()
 
     def unit_specs(self, ctx: RunContext) -> list[RunSpec]:
         if self.specs is not None:
@@ -233,8 +267,31 @@ class Claim:
                 return r
         raise KeyError(f"claim {self.id!r} has no rule for part {part!r}")
 
+    def locks_path(self) -> Path:
+        """This claim's lock file: ``$AUDIT_LOCKS`` when set (one file the user names for
+        every claim), else :attr:`lock_file`, else ``audit/locks.json``."""
+        if os.environ.get("AUDIT_LOCKS") or not self.lock_file:
+            return locks_path()
+        return Path(self.lock_file)
+
     def locks(self) -> dict[str, dict]:
-        return read_locks().get(self.id, {})
+        return read_locks(self.locks_path()).get(self.id, {})
+
+    def plugin_version(self) -> str:
+        """A hash of :attr:`code_paths` (``""`` for a built-in claim, whose code is in the
+        ``audit`` package's own version): appended to the cache key's code version, so
+        a change in a plugin's source recomputes its runs."""
+        if not self.code_paths:
+            return ""
+        h = hashlib.sha256()
+        for root in map(Path, self.code_paths):
+            files = sorted(root.rglob("*.py")) if root.is_dir() else [root]
+            for f in files:
+                if "__pycache__" in f.parts or not f.is_file():
+                    continue
+                h.update(str(f.relative_to(root) if root.is_dir() else f.name).encode())
+                h.update(f.read_bytes())
+        return f"+{self.id}:{h.hexdigest()[:12]}"
 
     def lock(self, scale: str, seeds: Sequence[int] | None = None) -> dict | None:
         """The lock recorded at ``scale``; given ``seeds``, only when it was recorded with
@@ -386,7 +443,11 @@ def write_lock(claim_id: str, scale: str, verdict: Outcome, parts: Sequence[Part
     ``plan``: the sequential stopping rule (``audit.sequential.Plan.to_dict()``) when the
     verdict came from ``--until-decided``; ``seeds`` are then the seeds it stopped at."""
     from audit.safeio import atomic_write
+    from audit.tuning import is_tuning
 
+    if is_tuning([int(x) for x in seeds]):
+        raise AuditError(f"{claim_id}: no lock from a tuning run (seeds {list(seeds)} are "
+                         f"reserved for choosing settings)")
     path = path or locks_path()
     locks = read_locks(path)
     locks.setdefault(claim_id, {})[scale] = {
@@ -398,9 +459,91 @@ def write_lock(claim_id: str, scale: str, verdict: Outcome, parts: Sequence[Part
     atomic_write(path, json.dumps(locks, indent=2, sort_keys=True) + "\n")
 
 
+#: The entry-point group through which installed packages add claims.
+ENTRY_POINT_GROUP = "audit.claims"
+
+
+class ClaimPluginWarning(UserWarning):
+    """A claim plugin (an ``audit.claims`` entry point) could not be used; it is skipped."""
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {text[0]}" if text else type(exc).__name__
+
+
+def _entry_points() -> list:
+    from importlib.metadata import entry_points
+
+    return sorted(entry_points(group=ENTRY_POINT_GROUP), key=lambda e: (e.name, e.value))
+
+
+def _describe(ep) -> str:
+    dist = getattr(ep, "dist", None)
+    where = f" (package {dist.metadata['Name']} {dist.version})" if dist is not None else ""
+    return f"entry point '{ep.name} = {ep.value}'{where} of group {ENTRY_POINT_GROUP}"
+
+
+def _plugin_source(module_name: str) -> tuple[str | None, tuple[str, ...]]:
+    """(the module's file, the source folders of its top-level package) of a loaded
+    module; (None, ()) when it has no file."""
+    module = sys.modules.get(module_name)
+    file = getattr(module, "__file__", None)
+    if not file:
+        return None, ()
+    top = sys.modules.get(module_name.partition(".")[0])
+    paths = tuple(str(p) for p in getattr(top, "__path__", ()) or ())
+    return file, paths or (file,)
+
+
+def plugin_claims(taken: Mapping[str, str]) -> dict[str, Claim]:
+    """The claims of the installed ``audit.claims`` entry points, by id.
+
+    ``taken``: ids already defined, each with where it is defined; an entry point whose
+    claim has one of them is an AuditError naming both. An entry point that cannot be
+    loaded, or that defines no usable ``CLAIM``, is skipped with one
+    :class:`ClaimPluginWarning` naming it (the other claims stay usable)."""
+    from audit.safeio import SAFE_NAME
+
+    taken = dict(taken)
+    out: dict[str, Claim] = {}
+    for ep in _entry_points():
+        where = _describe(ep)
+        try:
+            obj = ep.load()
+        except Exception as exc:  # a third-party module: any failure skips it alone
+            warnings.warn(f"{where} cannot be loaded ({_first_line(exc)}); its claim is "
+                          f"skipped", ClaimPluginWarning, stacklevel=3)
+            continue
+        claim = obj if isinstance(obj, Claim) else getattr(obj, "CLAIM", None)
+        if not isinstance(claim, Claim):
+            warnings.warn(f"{where} defines no CLAIM (an audit.claims.Claim; got "
+                          f"{type(claim).__name__}); skipped", ClaimPluginWarning,
+                          stacklevel=3)
+            continue
+        if not isinstance(claim.id, str) or not SAFE_NAME.fullmatch(claim.id) \
+                or ".." in claim.id:
+            warnings.warn(f"{where} defines claim id {claim.id!r}, which is not a safe "
+                          f"name (letters, digits, '.', '_', '-'); skipped",
+                          ClaimPluginWarning, stacklevel=3)
+            continue
+        if claim.id in taken:
+            raise AuditError(f"claim id {claim.id!r} is defined twice: by {taken[claim.id]} "
+                             f"and by {where}; rename one of them")
+        file, code = _plugin_source(ep.module)
+        lock_file = claim.lock_file or (str(Path(file).with_name("locks.json"))
+                                        if file else None)
+        out[claim.id] = dataclasses.replace(claim, origin=where, lock_file=lock_file,
+                                            code_paths=claim.code_paths or code)
+        taken[claim.id] = where
+    return out
+
+
 def registry() -> dict[str, Claim | PendingClaim]:
-    """Every claim, built or pending, by id (built claims first, in registration order)."""
+    """Every claim, built or pending, by id (built claims first, in registration order;
+    then the claims of installed plugins, by entry-point name)."""
     built: dict[str, Claim] = {}
+    where: dict[str, str] = {}
     for name in CLAIM_MODULES:
         try:
             module = importlib.import_module(name)
@@ -409,10 +552,14 @@ def registry() -> dict[str, Claim | PendingClaim]:
                 raise
             continue
         built[module.CLAIM.id] = module.CLAIM
+        where[module.CLAIM.id] = f"the built-in module {name}"
+    for pending in PENDING:
+        where.setdefault(pending.id, "a built-in (pending) claim")
     out: dict[str, Claim | PendingClaim] = {}
     for pending in PENDING:  # the five fixed ids keep their order
         out[pending.id] = built.pop(pending.id, pending)
     out.update(built)
+    out.update(plugin_claims(where))
     return out
 
 

@@ -9,14 +9,18 @@
     audit estimate ID... [--scale S] [--device D] [--data-dir PATH] [--rounds 1,2]
               [--arms a,b]   (time a few rounds, extrapolate the whole claim)
     audit review PATH... [--json] [--markdown]
+    audit new CLAIM_ID --paper ARXIV_ID [--out-dir DIR] [--package NAME]
+              (write a claim that runs at smoke scale at once; docs/WRITING_A_CLAIM.md)
 
-Bad input is one line on stderr naming the problem, exit status 2, nothing written.
+Claims come from audit/experiments/ and from installed packages' ``audit.claims`` entry
+points. Bad input is one line on stderr naming the problem, exit status 2, nothing written.
 """
 from __future__ import annotations
 
 import argparse
 import json
 import sys
+import warnings
 from pathlib import Path
 from typing import Sequence
 
@@ -84,7 +88,7 @@ def _parser() -> argparse.ArgumentParser:
                         help="directory for <id>.json and <id>.md")
         sp.add_argument("--no-cache", action="store_true", help="recompute every run")
         sp.add_argument("--cache-dir", type=Path, default=None,
-                        help="run cache (default .audit-cache or AUDIT_CACHE)")
+                        help="run cache (default $AUDIT_CACHE, else ~/.cache/audit)")
         sp.add_argument("--backend", default="local", choices=("local", "ray"))
         sp.add_argument("--ray-address", default=None, help="join an existing Ray cluster")
         sp.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
@@ -92,6 +96,9 @@ def _parser() -> argparse.ArgumentParser:
                         help="override one config value of the scale (JSON value), "
                              "e.g. --set rounds=2; repeatable")
         sp.add_argument("--quiet", action="store_true", help="no progress bars")
+        sp.add_argument("--no-eta", action="store_true",
+                        help="skip the ETA printed before a full or paper scale run (it "
+                             "comes from `audit estimate`, stored in the cache once measured)")
         sp.add_argument("--until-decided", action="store_true",
                         help="add seeds in looks planned before the run (5, 10, 20, ... up "
                              "to --max-seeds) with alpha spent across them; stop at the "
@@ -136,6 +143,16 @@ def _parser() -> argparse.ArgumentParser:
     rv.add_argument("--markdown", action="store_true",
                     help="also write reports/coverage.md")
     rv.add_argument("--out", type=Path, default=DEFAULT_OUT)
+
+    nw = sub.add_parser("new", help="write a new claim (module, falsifier, package files) "
+                        "that runs at smoke scale at once")
+    nw.add_argument("claim_id", metavar="CLAIM_ID", help="e.g. mypaper-server-step")
+    nw.add_argument("--paper", required=True, metavar="ARXIV_ID",
+                    help="the audited paper, e.g. 2412.07062 or 2412.07062v3")
+    nw.add_argument("--out-dir", type=Path, default=Path("."),
+                    help="the package's root folder (default: the current directory)")
+    nw.add_argument("--package", default=None,
+                    help="the Python package for the claim (default claim_<module>)")
     return p
 
 
@@ -147,7 +164,8 @@ def cmd_list(args) -> int:
         items.append({"id": cid, "paper": c.paper.arxiv_id, "paper_short": c.paper.short,
                       "title": c.title, "status": c.status,
                       "locked": {s: v["verdict"] for s, v in c.locks().items()},
-                      "scales": list(getattr(c, "scales", {}) or [])})
+                      "scales": list(getattr(c, "scales", {}) or []),
+                      "origin": getattr(c, "origin", "") or "built-in"})
     if args.json:
         print(json.dumps(items, indent=2))
         return 0
@@ -213,6 +231,7 @@ def _execute_all(args, write_reports: bool, unlocked: list | None = None):
 
         backend = RayBackend(address=args.ray_address)
     plans = {claim.id: _plan(args, claim) for claim, ctx in contexts if ctx is not None}
+    eta = _Eta(args, contexts, plans, cache)
     results = []
     for claim, ctx in contexts:
         if ctx is None:
@@ -238,9 +257,62 @@ def _execute_all(args, write_reports: bool, unlocked: list | None = None):
         print(f"{claim.id}: {res.verdict.verdict.value} (locked: "
               f"{lock.value if lock else 'none'}) in {res.runtime_s:.1f} s "
               f"[{res.computed} run(s) computed, {res.cached} cached]")
+        eta.finished(claim.id, res)
     if write_reports and results:
         report.write_index(args.out, claims_mod.registry())
     return results
+
+
+class _Eta:
+    """The ETA of a full or paper scale run: from `audit estimate` (stored in the cache
+    once measured) before the first claim, kept current after each claim by the ratio of
+    measured to estimated time so far. Smoke runs (about a minute a claim) print none."""
+
+    def __init__(self, args, contexts, plans, cache):
+        import time
+
+        self.start = time.perf_counter()
+        self.todo: dict[str, tuple[float, int, int]] = {}
+        self.spent_est = self.spent_real = 0.0
+        if args.scale == "smoke" or args.quiet or getattr(args, "no_eta", False):
+            return
+        from audit.estimate import seconds_per_seed
+
+        root = cache.root if cache.enabled else None
+        # no line before the first estimate: a bad input (a missing dataset) found while
+        # timing is then the one error line, before anything ran or was written
+        for claim, ctx in contexts:
+            if ctx is None:
+                continue
+            per = seconds_per_seed(claim, ctx, root, progress=lambda m: print(
+                m, file=sys.stderr))
+            plan = plans.get(claim.id)
+            n = max(1, len(ctx.seeds))
+            first, cap = (plan.looks[0], plan.looks[-1]) if plan is not None else (n, n)
+            self.todo[claim.id] = (per, first, cap)
+        self._say()
+
+    def _say(self):
+        import time
+
+        from audit.estimate import eta_line
+
+        if not self.todo:
+            return
+        ratio = self.spent_real / self.spent_est if self.spent_est > 0 else 1.0
+        print(eta_line([(c, *v) for c, v in self.todo.items()],
+                       time.perf_counter() - self.start if self.spent_est else 0.0, ratio),
+              file=sys.stderr)
+
+    def finished(self, claim_id: str, res) -> None:
+        if claim_id not in self.todo:
+            return
+        per = self.todo.pop(claim_id)[0]
+        if res.computed:  # a claim served from the cache says nothing about speed
+            self.spent_est += per * max(1, len(res.ctx.seeds)) * res.computed / max(
+                1, res.computed + res.cached)
+            self.spent_real += res.runtime_s
+        self._say()
 
 
 def _plan(args, claim):
@@ -381,15 +453,43 @@ def cmd_review(args) -> int:
     return run_review(args.paths, as_json=args.json, markdown=args.markdown, out=args.out)
 
 
+def cmd_new(args) -> int:
+    from audit import scaffold
+
+    done = scaffold.write(args.claim_id, args.paper, args.out_dir, package=args.package,
+                          known_ids=claims_mod.registry())
+    for path in done.written:
+        print(f"wrote {path}")
+    for path in done.kept:
+        print(f"kept  {path} (exists)")
+    print(done.next_steps)
+    return 0
+
+
+def _one_line_warnings(show):
+    """``warnings.showwarning`` that prints a claim plugin's warning as one line."""
+
+    def showwarning(message, category, filename, lineno, file=None, line=None):
+        if issubclass(category, claims_mod.ClaimPluginWarning):
+            print(f"audit: warning: {' '.join(str(message).split())}", file=sys.stderr)
+        else:
+            show(message, category, filename, lineno, file, line)
+
+    return showwarning
+
+
 COMMANDS = {"list": cmd_list, "run": cmd_run, "verify": cmd_verify, "report": cmd_report,
-            "bench": cmd_bench, "estimate": cmd_estimate, "review": cmd_review}
+            "bench": cmd_bench, "estimate": cmd_estimate, "review": cmd_review,
+            "new": cmd_new}
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = _parser()
     args = parser.parse_args(argv)
     try:
-        return COMMANDS[args.command](args)
+        with warnings.catch_warnings():  # a broken claim plugin: one warning line
+            warnings.showwarning = _one_line_warnings(warnings.showwarning)
+            return COMMANDS[args.command](args)
     except AuditError as exc:
         print(f"audit: error: {' '.join(str(exc).split())}", file=sys.stderr)  # one line
         return 2

@@ -112,3 +112,69 @@ def estimate(claim: Claim, scale: str, seeds=None, device: str = "cpu",
             "label": "estimate: measured per-round times, extrapolated",
             "torch": env["torch"], "commit": env["commit"], "overrides": dict(overrides or {})}
 
+
+
+# ------------------------------------------------------------------------ ETA of a run
+def _stored_path(cache_root, claim: Claim, ctx: RunContext):
+    import hashlib
+    import json
+    from pathlib import Path
+
+    from .runner import code_version
+
+    key = json.dumps({"claim": claim.id, "scale": ctx.scale, "config": dict(ctx.config),
+                      "device": ctx.device, "version": code_version()},
+                     sort_keys=True, default=str)
+    digest = hashlib.sha256(key.encode()).hexdigest()[:16]
+    return Path(cache_root) / "estimates" / f"{claim.id}-{ctx.scale}-{digest}.json"
+
+
+def seconds_per_seed(claim: Claim, ctx: RunContext, cache_root=None,
+                     progress=print) -> float:
+    """Estimated wall seconds per seed of ``claim`` in ``ctx`` on this machine (for an
+    exact claim: of the whole run). Read from an estimate stored under the run cache for
+    this claim, scale, config, device and code version, else measured with
+    :func:`estimate` (a few short units) and stored there. An input the run could not
+    use either (a missing dataset) is the AuditError the run would raise."""
+    import json
+
+    path = _stored_path(cache_root, claim, ctx) if cache_root is not None else None
+    if path is not None and path.exists():
+        try:
+            est = json.loads(path.read_text(encoding="utf-8"))
+            value = float(est["per_seed_s"])
+            if value >= 0:
+                return value
+        except (OSError, ValueError, KeyError, TypeError, RecursionError):
+            pass  # a bad stored estimate is measured again
+    overrides = {k: v for k, v in ctx.config.items() if claim.scales[ctx.scale].get(k) != v}
+    # an AuditError (a missing dataset, a bad config) is raised: it is the run's error too,
+    # found before anything ran
+    est = estimate(claim, ctx.scale, list(ctx.seeds) or None, ctx.device, ctx.data_dir,
+                   overrides, progress=lambda *_: None)
+    n = max(1, len(ctx.seeds))
+    per_seed = est["total_s"] / n
+    if path is not None:
+        from .safeio import atomic_write
+
+        path.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write(path, json.dumps({"per_seed_s": per_seed, "estimate": est},
+                                      sort_keys=True, default=str))
+    progress(f"{claim.id}: estimate {per_seed:.1f} s per seed at {ctx.scale} "
+             f"(audit estimate, stored in {path.parent if path else 'memory'})")
+    return per_seed
+
+
+def eta_line(remaining: Sequence[tuple[str, float, int, int]], elapsed_s: float = 0.0,
+             ratio: float = 1.0) -> str:
+    """One line: what is left, from (claim id, seconds per seed, seeds at the first look,
+    seeds at the cap) per claim still to run, scaled by ``ratio`` (measured / estimated so
+    far in this run)."""
+    lo = sum(s * n1 for _, s, n1, _ in remaining) * ratio
+    hi = sum(s * cap for _, s, _, cap in remaining) * ratio
+    span = (f"{lo / 60:.0f} min" if abs(hi - lo) < 1 else
+            f"{lo / 60:.0f} min if every claim is decided at its first look, up to "
+            f"{hi / 60:.0f} min at the cap")
+    done = f"{elapsed_s / 60:.0f} min elapsed; " if elapsed_s else ""
+    return (f"ETA: {done}{span} for {len(remaining)} claim(s) left "
+            f"(audit estimate{'' if ratio == 1.0 else f', x{ratio:.2f} as measured so far'})")

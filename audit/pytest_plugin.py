@@ -37,7 +37,7 @@ def pytest_addoption(parser):
     group.addoption("--audit-max-seeds", default=20, type=int,
                     help="cap of --audit-until-decided (default 20)")
     group.addoption("--audit-cache-dir", default=None,
-                    help="run cache (default .audit-cache or $AUDIT_CACHE)")
+                    help="run cache (default $AUDIT_CACHE, else ~/.cache/audit)")
 
 
 def _parse_seeds(text: str | None):
@@ -93,6 +93,7 @@ class AuditSession:
         if self.update_locks:
             claims_mod.write_lock(claim.id, result.ctx.scale, result.verdict.verdict,
                                   result.verdict.parts, result.ctx.seeds,
+                                  path=claim.locks_path(),  # a plugin's own lock file
                                   plan=plan.to_dict() if plan is not None else None)
         if self.report_dir is not None:
             from audit import report

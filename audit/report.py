@@ -70,7 +70,33 @@ def to_json(result: ClaimResult) -> dict:
         "looks": [dict(look) for look in getattr(v, "looks", ())],
         "stability": dict(v.stability) if getattr(v, "stability", None) else None,
         "fragile": bool(getattr(v, "fragile", False)),
+        "tuning_run": _tuning_run(ctx.seeds),
+        "searches": [s.to_dict() for s in getattr(claim, "searches", ())
+                     if s.scale == ctx.scale],
+        "settings": [dict(x) for x in getattr(a, "settings", ())],
     }
+
+
+def _tuning_run(seeds) -> bool:
+    from audit.tuning import TUNING_SEED_START
+
+    return bool(seeds) and all(int(s) >= TUNING_SEED_START for s in seeds)
+
+
+def settings_line(settings) -> str | None:
+    """The headline sentence on which setting the verdict speaks for (None when the claim
+    ran one setting, or every setting agrees)."""
+    settings = [s for s in settings or () if isinstance(s, Mapping)]
+    if len({s.get("verdict") for s in settings}) < 2:
+        return None
+    cells = "; ".join(f"{s.get('setting')}: {s.get('verdict')}"
+                      + (" (base)" if s.get("base") else "")
+                      + (" (closest to the paper)" if s.get("closest_to_paper") else "")
+                      for s in settings)
+    closest = next((s for s in settings if s.get("closest_to_paper")), None)
+    why = (f" The verdict is read at **{closest.get('setting')}**: {closest.get('why', '')}"
+           if closest else "")
+    return f"**Settings disagree**: {cells}.{why}"
 
 
 def validate(data: Mapping, source: str = "report") -> None:
@@ -221,12 +247,18 @@ def render_markdown(data: Mapping, figure_dir: str | None = None) -> str:
         val = f": {_fmt(est['value'])}{ci}" if est else ""
         lines += [f"**Premise** (the paper's own effect, measured first): {premise['effect']}"
                   f"{val} — **{premise['status']}**. {premise.get('reason', '')}", ""]
+    if data.get("tuning_run"):
+        lines += ["**Tuning run** (seeds reserved for choosing settings): this is a pilot, "
+                  "not a verdict; no lock is written from it.", ""]
     fragile = " — **fragile**" if data.get("fragile") else ""
     lines += [f"**Verdict on the reviewer's claim: {data['verdict']}**{lock_txt} at "
               f"`{data['scale']}` scale{fragile}.", ""]
     stab = data.get("stability")
     if stab:
         lines += [_stability_line(stab), ""]
+    split = settings_line(data.get("settings"))
+    if split:
+        lines += [split, ""]
     looks = data.get("looks") or []
     if looks:
         last = looks[-1]
@@ -308,6 +340,21 @@ def render_markdown(data: Mapping, figure_dir: str | None = None) -> str:
         for n in data["notes"]:
             lines += [n, ""]
 
+    lines += ["## How the settings were chosen", ""]
+    searches = [x for x in data.get("searches") or [] if isinstance(x, Mapping)]
+    if searches:
+        from audit.tuning import Search
+
+        for x in searches:
+            try:
+                lines += [Search(**{k: (tuple(v) if isinstance(v, list) else v)
+                                    for k, v in x.items()}).markdown()]
+            except (TypeError, AuditError) as exc:
+                lines += [f"- (unreadable search record: {exc})"]
+        lines += [""]
+    else:
+        lines += ["No search over settings is recorded for this scale: its settings are "
+                  "the stated choices in the claim's code (see the config below).", ""]
     lines += ["## Decision rules (fixed in code before the run)", ""]
     for p in data["parts"]:
         lines += [f"- **{p['id']}**: {p['rule']}"]
@@ -505,6 +552,56 @@ def _looks_cell(data: Mapping) -> str:
     return f" (sequential, stopped at look {looks[-1]['look']})"
 
 
+def read_from(smoke: Mapping, full: Mapping) -> tuple[str, str]:
+    """Which scale the verdict about the paper is read from, and why (a fixed rule: the
+    larger setting, unless only the smaller one reproduces the paper's own effect)."""
+    def reproduced(d):
+        p = d.get("premise")
+        return p is None or p.get("status") == "reproduced"
+
+    if smoke["verdict"] == full["verdict"]:
+        return "both", "the two scales agree"
+    if reproduced(full):
+        return "full", ("the larger setting, where the paper's own effect reproduces"
+                        if full.get("premise") else "the larger setting")
+    if reproduced(smoke):
+        return "smoke", ("only there does the paper's own effect reproduce (full: "
+                         f"{full['premise']['status']})")
+    return "full", ("the larger setting; the paper's own effect reproduces at neither "
+                    "scale, so neither verdict speaks for the paper's setting")
+
+
+def _scales_section(out_dir: Path, claims: Mapping) -> list[str]:
+    """Smoke beside full (``out_dir/full/``): agreement, and where to read the verdict."""
+    full_dir = out_dir / "full"
+    if not full_dir.is_dir():
+        return []
+    rows = []
+    for cid in claims:
+        try:
+            smoke, full = load(out_dir, cid), load(full_dir, cid)
+        except AuditError as exc:
+            print(f"audit: warning: {' '.join(str(exc).split())}; left out of the scale "
+                  "comparison", file=sys.stderr)
+            continue
+        if smoke is None or full is None or not full["seeds"]:
+            continue
+        where, why = read_from(smoke, full)
+        rows.append([f"`{cid}`", f"{smoke['verdict']} ({_premise_cell(smoke)})",
+                     f"[{full['verdict']}](full/{cid}.md) ({_premise_cell(full)})",
+                     "yes" if smoke["verdict"] == full["verdict"] else "**no**",
+                     f"{len(full['seeds'])} seeds, {full['runtime_s'] / 60:.0f} min",
+                     f"{where}: {why}"])
+    if not rows:
+        return []
+    return ["## Smoke and full scale", "",
+            "Full-scale reports are in [full/](full/README.md). The verdict about the paper "
+            "is read from the larger setting unless only the smaller one reproduces the "
+            "paper's own effect (the premise); the rule is `audit.report.read_from`.", "",
+            _table(["claim", "smoke verdict (premise)", "full verdict (premise)", "agree",
+                    "full run", "read the verdict from"], rows), ""]
+
+
 def write_index(out_dir: Path, claims: Mapping[str, Claim | PendingClaim]) -> Path:
     """``out_dir/README.md``: one row per claim. A sibling JSON that is not a valid report
     is left out of the index with a warning line naming it; it does not fail the index."""
@@ -519,7 +616,9 @@ def write_index(out_dir: Path, claims: Mapping[str, Claim | PendingClaim]) -> Pa
                 row = [f"[`{cid}`]({cid}.md)", claim.paper.cite(), claim.title,
                        _premise_cell(data),
                        f"**{data['verdict']}**" + (" (fragile)" if data.get("fragile")
-                                                   else ""),
+                                                   else "")
+                       + (" (settings split)" if settings_line(data.get("settings"))
+                          else ""),
                        _reachable_cell(data), _stability_cell(data), lock_txt,
                        data["scale"],
                        (f"{len(data['seeds'])} seeds" if data["seeds"] else "exact")
@@ -554,6 +653,9 @@ def write_index(out_dir: Path, claims: Mapping[str, Claim | PendingClaim]) -> Pa
             "seed, flips it.", "",
             _table(["claim", "paper", "falsifier", "premise", "verdict", "reachable",
                     "stability", "locked", "scale", "run"], rows), ""]
+    scales = _scales_section(out_dir, claims)
+    if scales:
+        text += scales
     if (out_dir / "CHANGES.md").exists():
         text += ["What changed since the last locks, and why: [CHANGES.md](CHANGES.md).", ""]
     if (out_dir / "coverage.md").exists():

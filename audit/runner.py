@@ -22,7 +22,7 @@ import time
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterable, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 import audit
 from audit.claims import AuditError, Claim, PendingClaim, RunContext, RunSpec
@@ -144,7 +144,17 @@ class Cache:
 
     @staticmethod
     def default_root() -> Path:
-        return Path(os.environ.get("AUDIT_CACHE", ".audit-cache"))
+        """``$AUDIT_CACHE``, else ``audit`` under the user's cache directory
+        (``$XDG_CACHE_HOME``, else ``~/.cache``): outside the work tree, so a long sweep
+        survives a fresh clone or a work tree laid anew and continues from its cached
+        units and checkpoints. Keys carry the code version and data fingerprint, so a
+        cache shared by several checkouts never hands one the other's numbers."""
+        env = os.environ.get("AUDIT_CACHE")
+        if env:
+            return Path(env)
+        xdg = os.environ.get("XDG_CACHE_HOME")
+        base = Path(xdg) if xdg and Path(xdg).is_absolute() else Path.home() / ".cache"
+        return base / "audit"
 
     def key_material(self, claim_id: str, spec: RunSpec, ctx: RunContext,
                      version: str, data: Mapping[str, str] | None = None) -> dict:
@@ -290,6 +300,9 @@ def resolve_seeds(claim: Claim, seeds: int | Sequence[int] | None) -> tuple[int,
     if any(s > MAX_SEED_VALUE for s in out):
         raise AuditError(f"seeds must be at most {MAX_SEED_VALUE}: "
                          f"{[s for s in out if s > MAX_SEED_VALUE][:3]}")
+    from audit.tuning import is_tuning
+
+    is_tuning(out)  # a run on tuning seeds only, or on verdict seeds only: never both
     if len(out) < 2:
         raise AuditError(f"claim {claim.id!r} is stochastic and needs at least 2 seeds "
                          f"(got {len(out)})")
@@ -313,7 +326,9 @@ def check_device(device: str) -> None:
 
 
 _FRACTION_WORDS = ("fraction", "portion", "ratio", "prob", "dropout")
-_POSITIVE_NAMES = ("lr", "learning_rate", "width")
+# names whose 0 is no ablation but an invalid setting: a rate, a width, a Dirichlet
+# concentration or a significance level (``alpha``, ``alpha_*``)
+_POSITIVE_NAMES = ("lr", "learning_rate", "width", "alpha")
 
 
 def _kind(value: Any) -> str:
@@ -344,8 +359,8 @@ def _override_problem(key: str, default: Any, value: Any) -> str | None:
     Numbers must be finite. A whole number whose default is positive (a count, size,
     round, period) must be positive. A number whose default is positive must not be
     negative (0 is allowed: switching a weight such as ``lam_gen`` off is an ablation),
-    and must be positive when the key is a learning rate or width (``lr``, ``*_lr``,
-    ``width``). A default of zero admits no negative value. A key named like a fraction
+    and must be positive when the key is a learning rate, width, Dirichlet concentration
+    or significance level (``lr``, ``*_lr``, ``width``, ``alpha``, ``alpha_*``). A default of zero admits no negative value. A key named like a fraction
     (fraction, portion, ratio, prob, dropout) whose default lies in [0, 1] stays in
     [0, 1]."""
     if default is None:
@@ -379,7 +394,8 @@ def _override_problem(key: str, default: Any, value: Any) -> str | None:
     if isinstance(value, float) and not math.isfinite(value):
         return f"{key} must be finite, got {value}"
     name = key.rsplit(".", 1)[-1].lower()
-    strict = isinstance(default, int) or name in _POSITIVE_NAMES or name.endswith("_lr")
+    strict = (isinstance(default, int) or name in _POSITIVE_NAMES or name.endswith("_lr")
+              or name.startswith("alpha_"))
     if default > 0 and strict and value <= 0:
         return f"{key} must be positive (default {_short(default)}), got {_short(value)}"
     if default >= 0 and value < 0:
@@ -521,7 +537,7 @@ def execute(claim: Claim | PendingClaim, ctx: RunContext, *, cache: Cache,
     if backend is None:
         backend = FunctionBackend(runner) if runner is not None else LocalBackend()
     t0 = time.perf_counter()
-    version = code_version()
+    version = code_version() + claim.plugin_version()  # a plugin's own source too
     if cache.enabled and ctx.checkpoint_dir is None:  # long runs checkpoint beside the cache
         ctx = dataclasses.replace(ctx, checkpoint_dir=str(cache.root / "checkpoints"))
     specs = claim.unit_specs(ctx)
@@ -537,19 +553,16 @@ def execute(claim: Claim | PendingClaim, ctx: RunContext, *, cache: Cache,
         else:
             todo[spec] = material
     bar = _progress(len(todo), claim.id, progress and len(todo) > 0)
-    rounds = contextlib.nullcontext()
-    if bar is not None:  # long units: the current federated run's round beside the bar
-        from audit.fl.engine import on_rounds
-
-        rounds = on_rounds(_round_postfix(bar))
+    unit_ctx = ctx  # long units: the current federated run's round beside the bar
+    if bar is not None:
+        unit_ctx = dataclasses.replace(ctx, on_round=_round_postfix(bar))
     try:
-        with rounds:
-            for spec, result in backend.imap(claim, ctx, list(todo)):
-                cache.store(todo[spec], result)  # stored at once: nothing lost if interrupted
-                results[spec] = result
-                if bar is not None:
-                    bar.set_postfix_str(spec.label())
-                    bar.update(1)
+        for spec, result in backend.imap(claim, unit_ctx, list(todo)):
+            cache.store(todo[spec], result)  # stored at once: nothing lost if interrupted
+            results[spec] = result
+            if bar is not None:
+                bar.set_postfix_str(spec.label())
+                bar.update(1)
     finally:
         if bar is not None:
             bar.close()
@@ -724,15 +737,6 @@ def with_overrides(cmd: str, base: Mapping, config: Mapping) -> str:
         if key not in base or base[key] != config[key]:
             cmd += f" --set {key}={json.dumps(config[key], separators=(',', ':'))}"
     return cmd
-
-
-def results_table(results: Mapping[RunSpec, Mapping], key: str,
-                  arms: Iterable[str], seeds: Sequence[int], setting: str = ""):
-    """Per-seed values of ``key`` for each arm, aligned on ``seeds`` (paired)."""
-    import numpy as np
-
-    return {arm: np.array([float(results[RunSpec(arm, s, setting)][key]) for s in seeds])
-            for arm in arms}
 
 
 # -------------------------------------------------------------------------- stability

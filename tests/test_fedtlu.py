@@ -473,7 +473,7 @@ def _synthetic():
     res = {LB.EXACT: ex}
     seeds = tuple(range(6))
     shift = {"fedtlu": 0.0, "random": 0.05, "full": -0.1, "last": 0.3, "none": 3.0}
-    for st in LB.SETTINGS:
+    for setting in LB.SETTINGS:
         for s in seeds:
             base = 37.0 + rng.normal(0, 0.5)
             for a in LB.ARMS:
@@ -482,11 +482,11 @@ def _synthetic():
                      "n_test_tokens": 592, "ppl_min": v - abs(rng.normal(0, 0.05))}
                 if a == "random":
                     r["ppl_final_planted"] = v * (1 + LB.PAPER_GAP_REL) + rng.normal(0, 0.01)
-                if st == "clean" and a in ("fedtlu", "random"):
+                if setting == "clean" and a in ("fedtlu", "random"):
                     r.update(ratio_model=list(0.85 + rng.normal(0, 0.01, 3)),
                              ratio_model_oracle=[0.86] * 3, ratio_group=[0.5] * 3,
                              ratio_group_random=[0.5] * 3)
-                res[RunSpec(a, s, st)] = r
+                res[RunSpec(a, s, setting)] = r
     return res, cfg, seeds
 
 

@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from audit.fl import data as D
-from audit.fl import engine
+from audit.fl import engine, training
 from audit.fl.aggregate import Upload, carry_over, chain, weighted_mean
 from audit.fl.engine import (Algorithm, FedBN, FedProx, FLConfig, batched_path, client_steps,
                              evaluate, run_federated)
@@ -77,7 +77,7 @@ CASES = {
 def test_fast_path_equals_sequential_path(fed, case, path, monkeypatch):
     model_fn, alg, kw = CASES[case]
     if path == "vmap":  # the general path also for the chain models
-        monkeypatch.setattr(engine, "_chain_for", lambda model, cfg: None)
+        monkeypatch.setattr(training, "_chain_for", lambda model, cfg: None)
     base = dict(rounds=2, batch_size=16, lr=0.05, seed=1, eval_personal=True)
     base.update(kw)
     hs = run_federated(model_fn, fed, alg(), FLConfig(fast=False, **base))
@@ -208,9 +208,9 @@ def test_amp_is_float32_on_the_cpu_and_checked(fed):
 def test_amp_bf16_trains_batched_norm_models(fed, model, monkeypatch):
     """bf16 autocast under vmap(grad): normalisation layers must run in float32 (else
     batch norm's backward fails). CUDA-only in use; here forced on for the CPU."""
-    from audit.fl import engine
+    from audit.fl import config as fl_config
 
-    monkeypatch.setattr(engine, "_AMP_DEVICES", ("cpu", "cuda"))
+    monkeypatch.setattr(fl_config, "_AMP_DEVICES", ("cpu", "cuda"))
     fn = cnn if model == "cnn" else (lambda: build_model("resnet8", 10, 1, 8, width=0.25))
     cfg = FLConfig(rounds=2, clients_per_round=4, batch_size=16, seed=3)
     fp32 = run_federated(fn, fed, Algorithm(), cfg)

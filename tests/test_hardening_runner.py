@@ -10,7 +10,7 @@ import warnings
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from audit import claims as claims_mod
@@ -300,6 +300,11 @@ def test_good_set_values_pass():
     with pytest.raises(AuditError, match=r"fraction and must lie in \[0, 1\]"):
         make_context(lips, "smoke", overrides={"freeze_fraction": 1.5})
     assert make_context(lips, "smoke", overrides={"momentum": 0.9}).config["momentum"] == 0.9
+    # a Dirichlet concentration or a significance level of 0 is no ablation: refused
+    with pytest.raises(AuditError, match="alpha must be positive"):
+        make_context(lips, "smoke", overrides={"alpha": 0})
+    with pytest.raises(AuditError, match="alpha_family must be positive"):
+        make_context(lips, "smoke", overrides={"alpha_family": 0.0})
     genefl = claims_mod.get("genefl-inverted-cosine")
     assert make_context(genefl, "smoke", overrides={"lam_gen": 0.0}).config["lam_gen"] == 0.0
 

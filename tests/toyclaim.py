@@ -13,7 +13,7 @@ import numpy as np
 from audit import stats
 from audit.claims import (FLAYER, Analysis, Arm, Claim, Figure, PaperNumber, RecordRef,
                           RunSpec, Table)
-from audit.runner import results_table
+from audit.analysis import results_table
 from audit.verdict import ALL_PARTS, Estimate, Premise, Rule, on_reviewer
 
 CALLS: list[RunSpec] = []  # every unit actually computed (tests count cache hits with it)

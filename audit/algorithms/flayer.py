@@ -12,7 +12,8 @@ The three client-side mechanisms, as printed:
   floored at 0.1 and capped at 1; the upload is ``theta * M``.
 
 The server (Algorithm 1 line 12) is a rule of :mod:`audit.fl.aggregate`; the arms differ
-only in that one piece (:data:`SERVER_RULES`):
+only in that one piece, declared with each arm in :data:`ARMS` (the four server arms are
+also :data:`SERVER_RULES`):
 
     literal       chain(weighted_mean())                 line 12 as printed: zeros enter
     carry-over    chain(weighted_mean(), carry_over())   unselected keep the old value
@@ -51,21 +52,38 @@ from audit.fl.engine import Algorithm, evaluate
 from audit.fl.models import layer_names, layer_of, weight_layers
 
 __all__ = [
-    "ARMS", "CORRECTED", "FLAYER", "FedAvgTracked", "SERVER_RULES", "eq4_multiplier",
+    "ARMS", "CORRECTED", "FLAYER", "FedAvgTracked", "FlayerArm", "SERVER_RULES",
+    "eq4_multiplier",
     "LAYER_UNITS", "head_mix", "kernel_slice_mask", "make_algorithm", "structure_metrics",
     "topk_mask",
     "upload_fraction",
 ]
 
-# The one piece in which the server arms differ (Algorithm 1 line 12 and its fixes).
-SERVER_RULES: dict[str, Rule] = {
-    "literal": chain(weighted_mean()),
-    "carry-over": chain(weighted_mean(), carry_over()),
-    "selector-mean": chain(selector_mean()),
-    "masked-delta": chain(masked_delta()),
+@dataclass(frozen=True)
+class FlayerArm:
+    """What one arm of the audit runs: the server rule (Algorithm 1 line 12 or its fix)
+    and whether the client takes the as-released pieces (``Options.released``).
+    ``server`` None: plain FedAvg (:class:`FedAvgTracked`), no FLAYER piece."""
+
+    server: Optional[Rule]
+    released: bool = False
+
+
+#: Every arm with the one piece in which it differs, in the audit's order.
+ARMS: dict[str, FlayerArm] = {
+    "literal": FlayerArm(chain(weighted_mean())),  # line 12 as printed: zeros enter
+    "carry-over": FlayerArm(chain(weighted_mean(), carry_over())),
+    "selector-mean": FlayerArm(chain(selector_mean())),
+    "masked-delta": FlayerArm(chain(masked_delta())),
+    # as-released: selector-mean + carry-over on the server (not line 12), and the
+    # release's client pieces
+    "as-released": FlayerArm(chain(selector_mean()), released=True),
+    "fedavg": FlayerArm(None),
 }
+#: The server rules of the four arms that differ from each other only on the server.
+SERVER_RULES: dict[str, Rule] = {name: arm.server for name, arm in ARMS.items()
+                                 if arm.server is not None and not arm.released}
 CORRECTED = ("carry-over", "selector-mean", "masked-delta")
-ARMS = ("literal", "carry-over", "selector-mean", "masked-delta", "as-released", "fedavg")
 
 GRAD_NORM_FLOOR = 1e-12  # see eq4_multiplier
 LAYER_UNITS = ("tensor", "module")
@@ -391,15 +409,15 @@ def make_algorithm(arm: str, head_layers: int = 1, released_lr_factor: float = 1
     ``released_lr_factor`` and ``write_back`` apply to ``as-released`` only (the release
     multiplies the CNN's rates by 20: the caller passes 20 for a CNN); ``layer_unit``
     to every FLAYER arm."""
-    if arm == "fedavg":
+    if arm not in ARMS:
+        raise ValueError(f"unknown FLAYER arm {arm!r}; arms: {', '.join(ARMS)}")
+    piece = ARMS[arm]
+    if piece.server is None:
         return FedAvgTracked()
-    if arm == "as-released":
-        # as-released: selector-mean + carry-over on the server (not line 12)
-        return FLAYER(chain(selector_mean()),
+    if piece.released:
+        return FLAYER(piece.server,
                       Options(head_layers=head_layers, released=True,
                               released_lr_factor=released_lr_factor,
                               layer_unit=layer_unit, write_back=write_back), name=arm)
-    if arm in SERVER_RULES:
-        return FLAYER(SERVER_RULES[arm], Options(head_layers=head_layers,
-                                                 layer_unit=layer_unit), name=arm)
-    raise ValueError(f"unknown FLAYER arm {arm!r}; arms: {', '.join(ARMS)}")
+    return FLAYER(piece.server, Options(head_layers=head_layers, layer_unit=layer_unit),
+                  name=arm)

@@ -1,4 +1,6 @@
 """One module per reviewer claim; each defines a module-level ``CLAIM`` (audit.claims.Claim).
+A module here that is not listed in ``audit.claims.CLAIM_MODULES`` is a helper shared by
+claims, not a claim (``genefl_sim``: one whole GENE-FL run, used by both GENE-FL claims).
 
 The contract a claim module fulfils (see ``audit/claims.py`` for the types):
 

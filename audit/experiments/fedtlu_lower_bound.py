@@ -28,13 +28,12 @@ from fractions import Fraction
 
 import numpy as np
 import torch
-from scipy import stats as sps
 
 from audit import stats
 from audit.algorithms import fedtlu as tlu
 from audit.claims import (FEDTLU, RECORDS, Analysis, Arm, AuditError, Claim, Figure,
                           PaperNumber, RecordRef, RunContext, RunSpec, Table)
-from audit.runner import results_table
+from audit.analysis import mean_band, results_table
 from audit.verdict import (Combination, Estimate, Outcome, Premise, Rule, on_reviewer,
                            premise_gate)
 
@@ -209,7 +208,8 @@ def fl_run(arm: str, seed: int, setting: str, ctx: RunContext) -> dict:
                         n_heads=cfg["n_heads"], n_layers=cfg["n_layers"])
 
     h = run_federated(make, fed, alg, fl,
-                      checkpoint=ctx.checkpoint(RunSpec(arm, seed, setting)))
+                      checkpoint=ctx.checkpoint(RunSpec(arm, seed, setting)),
+                      on_round=ctx.on_round)
     ppl = [math.exp(x) for x in h.test_loss]
     out = {"ppl": ppl, "rounds": list(h.rounds), "ppl_final": ppl[-1],
            "ppl_prev": ppl[-2] if len(ppl) > 1 else float("nan"),
@@ -479,15 +479,6 @@ def premise_of(res: dict) -> Premise:
 
 
 # ============================================================================ analysis
-def _mean_band(rows: list[list[float]]):
-    a = np.asarray(rows, dtype=float)
-    m = a.mean(0)
-    if a.shape[0] < 2:
-        return m.tolist(), m.tolist(), m.tolist()
-    half = sps.t.ppf(0.975, a.shape[0] - 1) * a.std(0, ddof=1) / math.sqrt(a.shape[0])
-    return m.tolist(), (m - half).tolist(), (m + half).tolist()
-
-
 def analyse(results, ctx: RunContext) -> Analysis:
     ex = results[EXACT]
     iso, sl, simp = ex["iso"], ex["slack"], ex["simplest"]
@@ -741,7 +732,7 @@ def analyse(results, ctx: RunContext) -> Analysis:
     for st in SETTINGS:
         ser = []
         for a in ARMS:
-            m, lo, hi_ = _mean_band([results[RunSpec(a, s, st)]["ppl"] for s in seeds])
+            m, lo, hi_ = mean_band([results[RunSpec(a, s, st)]["ppl"] for s in seeds])
             ser.append({"label": a, "x": results[RunSpec(a, seeds[0], st)]["rounds"],
                         "y": m, "low": lo, "high": hi_})
         figures.append(Figure(f"ppl_{st}", f"Global test perplexity, {st}", "round",
@@ -749,9 +740,9 @@ def analyse(results, ctx: RunContext) -> Analysis:
                               caption="mean over seeds, 95% t band"))
     ser = []
     for a in ("fedtlu", "random"):
-        m, lo, hi_ = _mean_band([results[RunSpec(a, s, "clean")]["ratio_model"] for s in seeds])
+        m, lo, hi_ = mean_band([results[RunSpec(a, s, "clean")]["ratio_model"] for s in seeds])
         ser.append({"label": a, "x": list(range(1, len(m) + 1)), "y": m, "low": lo, "high": hi_})
-    m, lo, hi_ = _mean_band([results[RunSpec("fedtlu", s, "clean")]["ratio_model_oracle"]
+    m, lo, hi_ = mean_band([results[RunSpec("fedtlu", s, "clean")]["ratio_model_oracle"]
                              for s in seeds])
     ser.append({"label": "best same-size choice", "x": list(range(1, len(m) + 1)), "y": m,
                 "low": lo, "high": hi_})

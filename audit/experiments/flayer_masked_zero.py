@@ -36,11 +36,11 @@ import numpy as np
 import torch
 
 from audit import stats
-from audit.algorithms.flayer import ARMS as ARM_NAMES
+from audit.algorithms import flayer
 from audit.algorithms.flayer import CORRECTED, eq4_multiplier, make_algorithm
 from audit.claims import (FLAYER, RECORDS, Analysis, Arm, AuditError, Claim, Figure,
                           PaperNumber, RecordRef, RunContext, RunSpec, Table)
-from audit.runner import results_table
+from audit.analysis import difference_estimate, mean_estimate, results_table
 from audit.verdict import (Estimate, Outcome, Premise, Rule, all_of, on_reviewer,
                            premise_gate)
 
@@ -76,6 +76,10 @@ ARMS = (
         "server + masks + A_l source + write-back; not x20"),
     Arm("fedavg", "plain FedAvg on the same model, data and seeds", "no FLAYER piece"),
 )
+ARM_NAMES = tuple(a.name for a in ARMS)
+# each arm's piece (its server rule, as-released's client pieces) is declared with it in
+# audit.algorithms.flayer.ARMS, under the same names in the same order
+assert ARM_NAMES == tuple(flayer.ARMS), "arms out of step with audit.algorithms.flayer.ARMS"
 
 #: The arm whose gain over FedAvg is the premise: the server rule of the authors' release
 #: (CLAIMS.md) among our arms, fixed before the run (no selection on the seeds).
@@ -319,7 +323,8 @@ def run(spec: RunSpec, ctx: RunContext) -> dict:
                   lr=cfg["lr"], seed=spec.seed, device=ctx.device,
                   eval_every=cfg["eval_every"], eval_init=True, layer_metrics=False,
                   amp=cfg.get("amp"))
-    h = run_federated(model_fn, fed, alg, fl, checkpoint=ctx.checkpoint(spec))
+    h = run_federated(model_fn, fed, alg, fl, checkpoint=ctx.checkpoint(spec),
+                      on_round=ctx.on_round)
     per_round = [{k: v for k, v in m.items() if k in _KEEP or ":" in k} for m in h.algo]
     planted, n_test_personal = _planted(model_fn, fed, alg, h, float(cfg["margin"]),
                                         spec.seed, ctx.device)
@@ -374,15 +379,6 @@ def _planted(model_fn, fed, alg, h, drop: float, seed: int, device) -> tuple[flo
 
 
 # ------------------------------------------------------------------------------ analysis
-def _mean_est(name, x, unit="accuracy", description=""):
-    return Estimate.of(name, stats.mean_interval(x, level=0.95), unit, description)
-
-
-def _diff_est(name, a, b, description):
-    return Estimate.of(name, stats.paired_difference(a, b, level=0.95, method="t"),
-                       "accuracy", description)
-
-
 def eq4_table() -> Table:
     """Eq. 4's multiplier eta_i / eta as ||g|| -> 0 (printed form, no floor)."""
     rows = []
@@ -417,23 +413,22 @@ def analyse(results: Mapping[RunSpec, Mapping], ctx: RunContext) -> Analysis:
     E: list[Estimate] = []
     pers = results_table(results, "final_personal_acc", ARM_NAMES, seeds)
     glob = results_table(results, "final_global_acc", ARM_NAMES, seeds)
-    init = results_table(results, "init_personal_acc", ARM_NAMES, seeds)
     n_test = results[RunSpec("literal", seeds[0], "")]["n_test_global"]
 
     for arm in ARM_NAMES:
-        E.append(_mean_est(f"{arm}_personal_acc", pers[arm],
-                           description=f"{arm}: final personalised accuracy (mean over seeds)"))
-        E.append(_mean_est(f"{arm}_global_acc", glob[arm],
-                           description=f"{arm}: final global-model accuracy"))
+        E.append(mean_estimate(f"{arm}_personal_acc", pers[arm], "accuracy",
+                               description=f"{arm}: final personalised accuracy (mean over seeds)"))
+        E.append(mean_estimate(f"{arm}_global_acc", glob[arm], "accuracy",
+                               description=f"{arm}: final global-model accuracy"))
     lit_zero = results_table(results, "final_zero_frac", ["literal"], seeds)["literal"]
     lit_ratio = results_table(results, "norm_ratio", ["literal"], seeds)["literal"]
-    E.append(_mean_est("literal_final_zero_fraction", lit_zero, "fraction",
-                       "literal: fraction of exact zeros in the final global parameters"))
-    E.append(_mean_est("literal_norm_ratio", lit_ratio, "ratio",
-                       "literal: final / initial global L2 norm (parameters)"))
+    E.append(mean_estimate("literal_final_zero_fraction", lit_zero, "fraction",
+                           "literal: fraction of exact zeros in the final global parameters"))
+    E.append(mean_estimate("literal_norm_ratio", lit_ratio, "ratio",
+                           "literal: final / initial global L2 norm (parameters)"))
     for arm in CORRECTED + ("as-released", "fedavg"):
         r = results_table(results, "norm_ratio", [arm], seeds)[arm]
-        E.append(_mean_est(f"{arm}_norm_ratio", r, "ratio", f"{arm}: final / initial norm"))
+        E.append(mean_estimate(f"{arm}_norm_ratio", r, "ratio", f"{arm}: final / initial norm"))
 
     # ---- structural (exact, every literal round of every setting)
     lit_runs = [v for k, v in results.items() if k.arm == "literal" and k.seed in seeds]
@@ -475,9 +470,9 @@ def analyse(results: Mapping[RunSpec, Mapping], ctx: RunContext) -> Analysis:
                            equivalence_margin=equiv, alpha=alpha)
     premise = premise_of(tw_p)
     E.append(premise.estimate)
-    E.append(_diff_est("literal_minus_fedavg", pers["literal"], pers["fedavg"],
-                       "literal - fedavg, final personalised accuracy: does the printed "
-                       "rule train at all against plain FedAvg"))
+    E.append(difference_estimate("literal_minus_fedavg", pers["literal"], pers["fedavg"],
+                                 "accuracy", "literal - fedavg, final personalised accuracy: "
+                                 "does the printed rule train at all against plain FedAvg"))
 
     # ---- collapse (base setting)
     best = max(CORRECTED, key=lambda a: float(pers[a].mean()))
@@ -485,18 +480,20 @@ def analyse(results: Mapping[RunSpec, Mapping], ctx: RunContext) -> Analysis:
                          equivalence_margin=equiv, alpha=alpha_k)
     sens_ok, sens_txt = _sensitivity(results, seeds, "", best, pers[best], pers["literal"],
                                      margin, equiv, alpha_k)
-    E.append(_diff_est("gap_best_corrected_minus_literal", pers[best], pers["literal"],
-                       f"{best} - literal, final personalised accuracy (paired)"))
-    E.append(_diff_est("gap_best_corrected_minus_literal_global", glob[best], glob["literal"],
-                       f"{best} - literal, final global accuracy (paired)"))
+    E.append(difference_estimate("gap_best_corrected_minus_literal", pers[best],
+                                 pers["literal"], "accuracy",
+                                 f"{best} - literal, final personalised accuracy (paired)"))
+    E.append(difference_estimate("gap_best_corrected_minus_literal_global", glob[best],
+                                 glob["literal"], "accuracy",
+                                 f"{best} - literal, final global accuracy (paired)"))
     E.append(Estimate("tost_literal_like_best_p", tw.tost.p_value, unit="p",
                       description=f"TOST p, literal within +-{equiv:g} of {best} "
                       f"(equivalent: {tw.tost.equivalent})"))
     E.append(Estimate("assay_sensitivity", float(sens_ok), unit="bool",
                       description=sens_txt))
     for arm in CORRECTED:
-        E.append(_diff_est(f"gap_{arm}_minus_literal", pers[arm], pers["literal"],
-                           f"{arm} - literal, final personalised accuracy"))
+        E.append(difference_estimate(f"gap_{arm}_minus_literal", pers[arm], pers["literal"],
+                                     "accuracy", f"{arm} - literal, final personalised accuracy"))
 
     # ---- where as-released lands
     asr = pers["as-released"]
@@ -506,12 +503,12 @@ def analyse(results: Mapping[RunSpec, Mapping], ctx: RunContext) -> Analysis:
                       float("nan"), unit="fraction",
                       description=f"(as-released - literal) / ({best} - literal), means; "
                       "0 = at literal, 1 = at the best corrected arm"))
-    E.append(_diff_est("as_released_minus_literal", asr, pers["literal"],
-                       "as-released - literal, final personalised accuracy"))
-    E.append(_diff_est("as_released_minus_best_corrected", asr, pers[best],
-                       f"as-released - {best}, final personalised accuracy"))
-    E.append(_diff_est("fedavg_minus_literal_global", glob["fedavg"], glob["literal"],
-                       "fedavg - literal, final global accuracy"))
+    E.append(difference_estimate("as_released_minus_literal", asr, pers["literal"],
+                                 "accuracy", "as-released - literal, final personalised accuracy"))
+    E.append(difference_estimate("as_released_minus_best_corrected", asr, pers[best],
+                                 "accuracy", f"as-released - {best}, final personalised accuracy"))
+    E.append(difference_estimate("fedavg_minus_literal_global", glob["fedavg"], glob["literal"],
+                                 "accuracy", "fedavg - literal, final global accuracy"))
     mults = {a: max(m["max_lr_mult"] for s in seeds
                     for m in results[RunSpec(a, s, "")]["per_round"]) for a in ARM_NAMES}
     E.append(Estimate("literal_max_eq4_multiplier", mults["literal"], unit="x",
@@ -560,11 +557,18 @@ def analyse(results: Mapping[RunSpec, Mapping], ctx: RunContext) -> Analysis:
                            f"[{d.low:.4f}, {d.high:.4f}]", f"{alpha / kk:.4g}", o.value))
         sweep_txt.append(f"{label}: gap {d.mean:.3f} [{d.low:.3f}, {d.high:.3f}] -> {o.value}")
         if st:
-            E.append(_diff_est(f"gap_{st.replace('=', '_')}", p[b], p["literal"],
-                               f"{st}: {b} - literal, final personalised accuracy"))
+            E.append(difference_estimate(f"gap_{st.replace('=', '_')}", p[b], p["literal"],
+                                         "accuracy",
+                                         f"{st}: {b} - literal, final personalised accuracy"))
     disagree = [lb for lb, o in sweep_out.items() if lb != "base" and o != sweep_out["base"]]
-    speaks = ("The verdict speaks for the base setting (small CNN, all 20 clients every "
-              "round, Dir(0.1)); "
+    closest, closest_why = closest_to_paper([(r[0], r[1], r[2], r[4]) for r in sweep_rows])
+    setting_rows = tuple({"setting": lb, "verdict": o.value, "base": lb == "base",
+                          "closest_to_paper": lb == closest,
+                          "why": closest_why if lb == closest else ""}
+                         for lb, o in sweep_out.items())
+    cpr_base = ("all" if cfg["clients_per_round"] is None else cfg["clients_per_round"])
+    speaks = (f"The verdict speaks for the base setting ({cfg['model']}, {cpr_base} of "
+              f"{cfg['n_clients']} clients every round, Dir({cfg['alpha']:g})); "
               + (f"the sweeps {', '.join(disagree)} disagree with it, so it does not carry "
                  f"over to them" if disagree else "the sweeps agree with it"))
     ev_c = {"three_way": tw, "best": best, "sensitive": sens_ok, "sensitivity": sens_txt,
@@ -704,7 +708,22 @@ def analyse(results: Mapping[RunSpec, Mapping], ctx: RunContext) -> Analysis:
         "again (tests/test_flayer.py checks that the kept local model is theta * M).",
     )
     return Analysis(tuple(E), (part_s, part_c, part_g), tuple(tables), tuple(figures),
-                    notes, premise=premise)
+                    notes, premise=premise, settings=setting_rows)
+
+
+def closest_to_paper(rows) -> tuple[str, str]:
+    """The setting closest to the paper's, by a rule on the settings' structure, never on
+    their results: the paper trains a deep network (ResNet-18) with all of its 20 clients
+    each round, so of the settings run with all clients, the one whose model has the most
+    parameter-bearing layers (ties: the base). ``rows``: (label, model, clients per
+    round, layers) per setting, the base first."""
+    full = [r for r in rows if r[2] == "all"] or list(rows[:1])
+    best = max(full, key=lambda r: (r[3], r[0] == "base"))
+    label, model, _, layers = best
+    return label, (f"the paper trains a ResNet-18 with all clients each round; of the "
+                   f"settings run here with all clients, {model} ({layers} layers) is the "
+                   f"deepest" + ("" if label == "base" else
+                                 "; the verdict itself is decided on the base setting"))
 
 
 def pers_of(results, arm, seed, setting=""):

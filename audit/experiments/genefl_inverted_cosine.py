@@ -20,12 +20,15 @@ The verdict on the reviewer's claim comes from 1 and 2 only.
 """
 from __future__ import annotations
 
+import functools
+from dataclasses import dataclass
+
 import numpy as np
 
 from audit import stats
+from audit.analysis import mean_estimate, results_table
 from audit.claims import (GENEFL, RECORDS, Analysis, Arm, AuditError, Claim, Figure,
                           PaperNumber, RecordRef, RunContext, RunSpec, Table)
-from audit.runner import results_table
 from audit.verdict import (Estimate, Outcome, Premise, Rule, all_of, on_reviewer,
                            premise_gate)
 
@@ -74,10 +77,30 @@ ARMS = (
         "model (Algorithm 1 line 4 literally)", "never-uploaded layers reset each round: "
         "reported, not in the verdict"),
 )
-#: arm -> (selection mode, 1/dim factor, local layers)
-MODES = {"top-gamma": ("top", True, None), "bottom-gamma": ("bottom", True, None),
-         "random-gamma": ("random", True, None), "top-gamma-no-dim": ("top", False, None),
-         "top-gamma-reset": ("top", True, "reset")}
+ARM_NAMES = tuple(a.name for a in ARMS)
+
+
+@dataclass(frozen=True)
+class ArmPiece:
+    """What an arm changes in a GENE-FL run (``simulate``): which gamma layers become
+    the learnGene (``mode``: "top", "bottom" or "random" by xi), whether Eq. 9 keeps its
+    1/dim factor (``use_dim``), and what clients start never-uploaded layers from
+    (``local_layers``: None keeps the config's default, "reset" the full cluster model)."""
+
+    mode: str = "top"
+    use_dim: bool = True
+    local_layers: str | None = None
+
+
+#: Each arm's piece, beside its declaration in ARMS (same names, same order).
+PIECES: dict[str, ArmPiece] = {
+    "top-gamma": ArmPiece("top"),
+    "bottom-gamma": ArmPiece("bottom"),
+    "random-gamma": ArmPiece("random"),
+    "top-gamma-no-dim": ArmPiece("top", use_dim=False),
+    "top-gamma-reset": ArmPiece("top", local_layers="reset"),
+}
+assert tuple(PIECES) == ARM_NAMES, "PIECES out of step with ARMS"
 
 
 # ---------------------------------------------------------------- perturbation test
@@ -147,20 +170,21 @@ def selection_stats(updates: list[dict], dims: dict, gamma: int) -> dict:
 def run(spec: RunSpec, ctx: RunContext) -> dict:
     import torch
 
-    from audit.algorithms.genefl import simulate
+    from audit.experiments.genefl_sim import simulate
 
     torch.set_num_threads(1)
     cfg = dict(ctx.config)
     if cfg["dataset"] != "digits" and ctx.data_dir is None:
         raise AuditError(f"scale {ctx.scale!r} runs on {cfg['dataset']}: pass --data-dir "
                          "(or set AUDIT_DATA) to its local copy (torchvision layout)")
-    mode, use_dim, local = MODES[spec.arm]
-    if local is not None:
-        cfg["local_layers"] = local
+    piece = PIECES[spec.arm]
+    mode, use_dim = piece.mode, piece.use_dim
+    if piece.local_layers is not None:
+        cfg["local_layers"] = piece.local_layers
     cfg["plant_effect"] = float(cfg.get("equivalence_margin", EQUIV_MARGIN))
     # a killed long run resumes from its last checkpoint (None when caching is off)
     out = simulate(cfg, spec.seed, mode, use_dim, data_dir=ctx.data_dir, device=ctx.device,
-                   checkpoint=ctx.checkpoint(spec))
+                   checkpoint=ctx.checkpoint(spec), on_round=ctx.on_round)
     finals = out.pop("final_states")
     res = {k: out[k] for k in ("gamma", "n_layers", "known_acc", "agnostic_acc",
                                "agnostic_acc_nogene", "agnostic_acc_planted", "cluster_of",
@@ -292,12 +316,7 @@ def analyse(results, ctx: RunContext) -> Analysis:
     js = np.array([s_["j_stable"] for s_ in sel])
     jz = np.array([s_["j_size"] for s_ in sel])
 
-    def mean_est(name, x, unit, desc):
-        x = np.asarray(x, dtype=float)
-        if len(x) >= 2 and np.ptp(x) > 0:
-            return Estimate.of(name, stats.mean_interval(x), unit, desc)
-        return Estimate(name, float(np.mean(x)), None, None, None, len(x), "mean (no spread)",
-                        unit, desc)
+    mean_est = functools.partial(mean_estimate, no_spread_point=True)
 
     acc = results_table(results, "agnostic_acc", arms, seeds)
     known = results_table(results, "known_acc", arms, seeds)

@@ -26,7 +26,6 @@ Sizes in "MB" are MiB (2**20 bytes): that is the unit in which the ResNet-18 giv
 """
 from __future__ import annotations
 
-import math
 from typing import Mapping
 
 import numpy as np
@@ -202,14 +201,15 @@ def run(spec: RunSpec, ctx: RunContext) -> dict:
     torch.set_num_threads(1)
     cfg = ctx.config
     if spec.arm == "simulated-run":
-        from audit.algorithms.genefl import simulate
+        from audit.experiments.genefl_sim import simulate
 
         sim = dict(cfg["sim"])
         if sim["dataset"] != "digits" and ctx.data_dir is None:
             raise AuditError(f"scale {ctx.scale!r} simulates on {sim['dataset']}: pass "
                              f"--data-dir (or set AUDIT_DATA) to its local copy")
         out = simulate(sim, sim["seed"], "top", data_dir=ctx.data_dir, device=ctx.device,
-                       checkpoint=ctx.checkpoint(spec))  # None when caching is off
+                       checkpoint=ctx.checkpoint(spec),  # None when caching is off
+                       on_round=ctx.on_round)
         out.pop("final_states")
         keep = ("learngene_bytes_per_round", "comm_up_per_round", "comm_down_per_round",
                 "participants_per_round", "model_param_bytes", "gene")

@@ -44,7 +44,8 @@ from __future__ import annotations
 import functools
 import math
 import time
-from typing import Any, Mapping
+from dataclasses import dataclass
+from typing import Any, Callable, Mapping
 
 import numpy as np
 import torch
@@ -53,6 +54,7 @@ from audit import stats
 from audit.algorithms.lips import (FedBNProbe, gaussian_noise, grad_sensitivity,
                                    printed_schedule, prune, random_score,
                                    released_schedule, update_sensitivity)
+from audit.analysis import difference_estimate, mean_estimate
 from audit.claims import (LIPS, RECORDS, Analysis, Arm, AuditError, Claim, Figure,
                           PaperNumber, RecordRef, RunContext, RunSpec, Table)
 from audit.verdict import (Estimate, Outcome, Premise, Rule, any_of, on_reviewer,
@@ -91,6 +93,59 @@ ARMS = (
         "(paper's Table 1 freeze test)", "local lr of middle layers 0 after round f"),
 )
 ARM_NAMES = tuple(a.name for a in ARMS)
+
+
+@dataclass(frozen=True)
+class ArmPiece:
+    """The one piece an arm changes on FedBN (``FedBNProbe``), at a tuning candidate
+    ``hp`` under a scale's config ``cfg``: a step after every round's aggregation
+    (``post(hp, cfg)``: pruning or noise), the middle layers frozen after round f
+    (``freeze``), model options (``model(hp)``) or config overrides (``config(hp, cfg)``:
+    rounds, weight decay). No piece at all: FedBN itself."""
+
+    post: Callable[[Any, Mapping], Any] | None = None
+    freeze: bool = False
+    model: Callable[[Any], dict] | None = None
+    config: Callable[[Any, Mapping], dict] | None = None
+
+
+def _pruned(score, layers: str, released: bool = False):
+    """LIPS's pruning at ``hp = (tau0, k)``: the printed schedule with T = R, or (released)
+    the release's schedule rule with T = ``released_horizon`` (default R, the run)."""
+
+    def post(hp, cfg: Mapping):
+        tau0, k = hp
+        R = int(cfg["rounds"])
+        if not released:
+            return prune(score, printed_schedule(tau0, k, R), layers)
+        T = cfg.get("released_horizon")
+        return prune(score, released_schedule(tau0, k, R, T=R if T is None else int(T)),
+                     layers, needs_grad=True)
+
+    return post
+
+
+def _noise(hp, cfg: Mapping):
+    """Gaussian noise on the middle layers at ``hp = (sigma0, k)``, LIPS's schedule."""
+    sigma0, k = hp
+    return gaussian_noise(printed_schedule(sigma0, k, int(cfg["rounds"])), "middle")
+
+
+#: Each arm's piece, beside its declaration in ARMS (same names, same order).
+PIECES: dict[str, ArmPiece] = {
+    "fedbn": ArmPiece(),
+    "lips": ArmPiece(post=_pruned(update_sensitivity, "middle")),
+    "lips-random": ArmPiece(post=_pruned(random_score, "middle")),
+    "lips-all-layers": ArmPiece(post=_pruned(update_sensitivity, "all")),
+    "lips-released-score": ArmPiece(post=_pruned(grad_sensitivity, "middle", released=True)),
+    "fedbn-dropout-middle": ArmPiece(model=lambda hp: {"dropout_middle": float(hp)}),
+    "fedbn-weight-decay": ArmPiece(config=lambda hp, cfg: {"weight_decay": float(hp)}),
+    "fedbn-noise-middle": ArmPiece(post=_noise),
+    "fedbn-short": ArmPiece(config=lambda hp, cfg: {
+        "rounds": int(round(int(cfg["rounds"]) * cfg["short_fraction"]))}),
+    "fedbn-freeze-middle": ArmPiece(freeze=True),
+}
+assert tuple(PIECES) == ARM_NAMES, "PIECES out of step with ARMS"
 LIPS_FAMILY = ("lips", "lips-random", "lips-all-layers", "lips-released-score")
 CONTROLS = ("fedbn-dropout-middle", "fedbn-weight-decay", "fedbn-noise-middle")
 
@@ -214,43 +269,21 @@ def specs(ctx: RunContext) -> list[RunSpec]:
 
 
 def make_arm(arm: str, hp, cfg: Mapping):
-    """(algorithm, model options, config overrides) of one arm at one candidate."""
-    R = int(cfg["rounds"])
-    ref = int(cfg["reference_round"])
-    model_kw, over = {}, {}
-    if arm in ("fedbn", "fedbn-short"):
-        alg = FedBNProbe(reference_round=ref)
-        if arm == "fedbn-short":
-            over["rounds"] = int(round(R * cfg["short_fraction"]))
-    elif arm == "fedbn-freeze-middle":
-        alg = FedBNProbe(freeze_after=max(ref, int(round(R * cfg["freeze_fraction"]))),
-                         reference_round=ref)
-    elif arm in LIPS_FAMILY:
-        tau0, k = hp
-        if arm == "lips":
-            piece = prune(update_sensitivity, printed_schedule(tau0, k, R), "middle")
-        elif arm == "lips-random":
-            piece = prune(random_score, printed_schedule(tau0, k, R), "middle")
-        elif arm == "lips-all-layers":
-            piece = prune(update_sensitivity, printed_schedule(tau0, k, R), "all")
-        else:
-            T = cfg.get("released_horizon")
-            piece = prune(grad_sensitivity,
-                          released_schedule(tau0, k, R, T=R if T is None else int(T)),
-                          "middle", needs_grad=True)
-        alg = FedBNProbe(post=piece, reference_round=ref)
-    elif arm == "fedbn-noise-middle":
-        sigma0, k = hp
-        alg = FedBNProbe(post=gaussian_noise(printed_schedule(sigma0, k, R), "middle"),
-                         reference_round=ref)
-    elif arm == "fedbn-dropout-middle":
-        alg = FedBNProbe(reference_round=ref)
-        model_kw["dropout_middle"] = float(hp)
-    elif arm == "fedbn-weight-decay":
-        alg = FedBNProbe(reference_round=ref)
-        over["weight_decay"] = float(hp)
-    else:
+    """(algorithm, model options, config overrides) of one arm at one candidate, built
+    from the arm's piece (:data:`PIECES`)."""
+    if arm not in PIECES:
         raise AuditError(f"unknown arm {arm!r}")
+    piece = PIECES[arm]
+    ref = int(cfg["reference_round"])
+    probe = {}
+    if piece.post is not None:
+        probe["post"] = piece.post(hp, cfg)
+    if piece.freeze:
+        probe["freeze_after"] = max(ref, int(round(int(cfg["rounds"])
+                                                   * cfg["freeze_fraction"])))
+    alg = FedBNProbe(**probe, reference_round=ref)
+    model_kw = piece.model(hp) if piece.model is not None else {}
+    over = piece.config(hp, cfg) if piece.config is not None else {}
     return alg, model_kw, over
 
 
@@ -279,7 +312,8 @@ def run(spec: RunSpec, ctx: RunContext) -> dict:
     t0 = time.perf_counter()
     # a killed long run resumes from its last checkpoint (None when caching is off)
     h = run_federated(model_fn, fed, alg, fl, checkpoint=ctx.checkpoint(spec),
-                      checkpoint_every=int(cfg.get("checkpoint_every", 5)))
+                      checkpoint_every=int(cfg.get("checkpoint_every", 5)),
+                      on_round=ctx.on_round)
     cos = [a.get("middle_cos") for a in h.algo]
     zero = [a["middle_zero_frac"] for a in h.algo]
     last = h.algo[-1]
@@ -502,15 +536,6 @@ def _premise(tw, alpha: float) -> Premise:
                    f"{tw.equivalence_margin:g}, alpha = {alpha:.4g}): {tw.reason}", est)
 
 
-def _est_diff(name, a, b, desc, unit="points"):
-    return Estimate.of(name, stats.paired_difference(a, b, level=0.95, method="t"), unit,
-                       desc)
-
-
-def _est_mean(name, x, desc, unit="points"):
-    return Estimate.of(name, stats.mean_interval(x, level=0.95), unit, desc)
-
-
 def _inertia_note(acc, cos_final, cfg) -> str:
     c = stats.mean_interval(cos_final["fedbn"])
     f = stats.paired_difference(acc["fedbn-freeze-middle"], acc["fedbn"], level=0.95,
@@ -641,8 +666,8 @@ def analyse(results, ctx: RunContext) -> Analysis:
         Estimate("metric_resolution", resolution, unit="points", description="one test "
                  "decision per seed (all clients' test splits together)"),
         premise.estimate,
-        _est_diff("lips_minus_fedbn", acc["lips"], acc["fedbn"],
-                  "LIPS gain over FedBN (paper: +4.76 on CIFAR-100)"),
+        difference_estimate("lips_minus_fedbn", acc["lips"], acc["fedbn"],
+                            "points", "LIPS gain over FedBN (paper: +4.76 on CIFAR-100)"),
     ]
     for c, tw in list(tws.items()) + [("lips-all-layers", tw_all)]:
         est.append(Estimate.of(f"lips_minus_{c}", tw.difference, "points",
@@ -652,22 +677,25 @@ def analyse(results, ctx: RunContext) -> Analysis:
                                 method="t power 0.8", description=f"smallest LIPS - {c} "
                                 "difference this comparison detects with power 0.8"))
     est += [
-        _est_diff("lips_random_minus_lips", acc["lips-random"], acc["lips"],
-                  "random mask minus sensitivity mask (paper Table 4: +2.30)"),
-        _est_diff("lips_released_score_minus_lips", acc["lips-released-score"], acc["lips"],
-                  "released score |grad * w| (T scaled to the run) minus the printed one"),
-        _est_diff("freeze_minus_fedbn", acc["fedbn-freeze-middle"], acc["fedbn"],
-                  "middle layers frozen after round f, minus FedBN (paper Table 1: under "
-                  "one point lost)"),
+        difference_estimate("lips_random_minus_lips", acc["lips-random"], acc["lips"],
+                            "points", "random mask minus sensitivity mask (paper Table 4: "
+                            "+2.30)"),
+        difference_estimate("lips_released_score_minus_lips", acc["lips-released-score"],
+                            acc["lips"], "points", "released score |grad * w| (T scaled to "
+                            "the run) minus the printed one"),
+        difference_estimate("freeze_minus_fedbn", acc["fedbn-freeze-middle"], acc["fedbn"],
+                            "points", "middle layers frozen after round f, minus FedBN (paper "
+                            "Table 1: under one point lost)"),
     ]
     for arm in ARM_NAMES:
-        est.append(_est_mean(f"acc_{arm}", acc[arm], f"personalised test accuracy of {arm}"))
+        est.append(mean_estimate(f"acc_{arm}", acc[arm], "points",
+                                 f"personalised test accuracy of {arm}"))
     for arm in cos_arms:
         nm = {"fedbn": "fedbn", "lips": "lips", "fedbn-dropout-middle": "dropout",
               "fedbn-weight-decay": "weight_decay", "fedbn-noise-middle": "noise"}[arm]
-        est.append(_est_mean(f"{nm}_middle_cos_final", cos_final[arm],
-                             f"{arm}: mean middle-layer cosine to the round-2 weights at the "
-                             "last round (paper's inertia: above 0.95)", unit="cosine"))
+        est.append(mean_estimate(f"{nm}_middle_cos_final", cos_final[arm], "cosine",
+                                 f"{arm}: mean middle-layer cosine to the round-2 weights at "
+                                 "the last round (paper's inertia: above 0.95)"))
         if arm != "fedbn":
             est.append(Estimate.of(f"cos_lift_{nm}", stats.paired_difference(
                 cos_final["fedbn"], cos_final[arm], level=0.95, method="t"), "cosine",
@@ -693,9 +721,9 @@ def analyse(results, ctx: RunContext) -> Analysis:
                            "LIPS: per run, test accuracy of the candidate chosen on test "
                            "minus that of the candidate chosen on validation (part "
                            "selection-optimism, a measurement; >= 0 by construction)"))
-    est.append(_est_mean("selection_grid_range_lips", s_l["grid_range"], "LIPS: per run, "
-                         "highest minus lowest test accuracy over the tuning candidates "
-                         "(the most a choice could change the number)"))
+    est.append(mean_estimate("selection_grid_range_lips", s_l["grid_range"], "points",
+                             "LIPS: per run, highest minus lowest test accuracy over the "
+                             "tuning candidates (the most a choice could change the number)"))
     gain_test_tuned = float(sel["lips"]["test_if_test_tuned"].mean() - acc["fedbn"].mean())
     est.append(Estimate("lips_gain_if_tuned_on_test", gain_test_tuned, unit="points",
                         n=len(ctx.seeds), method="mean",

@@ -1,0 +1,216 @@
+"""The GENE-FL experiment driver: one whole run (``simulate``), shared by the two GENE-FL
+claims (``genefl_inverted_cosine`` and ``genefl_uplink_bytes``' simulated run).
+
+Known clients are clustered once and each cluster trains GENE-FL (``GeneFL``, from
+:mod:`audit.algorithms.genefl`) on the engine, with its uploads metered
+(:mod:`audit.fl.comm`); agnostic clients then start from their nearest cluster's
+learnGene and are fine-tuned. Long runs checkpoint: each cluster's engine run resumes
+from its own checkpoint, and a finished cluster's result is kept until the call returns.
+
+Not a claim: it is not listed in ``audit.claims.CLAIM_MODULES``.
+"""
+from __future__ import annotations
+
+from typing import Callable, Mapping, Optional
+
+import numpy as np
+import torch
+
+from audit.algorithms.genefl import (GeneFL, cluster_clients, data_subspace, finetune,
+                                     gamma_from_fraction, inherit, layer_dims,
+                                     layer_state_keys, nearest_cluster, planted_accuracy)
+from audit.fl.models import layer_names
+
+__all__ = ["simulate"]
+
+
+def _cluster_run(c: Mapping, k: int, members: list, fed_k, model_fn, pnames: list,
+                 gamma: int, seed: int, mode: str, use_dim: bool, device: str,
+                 checkpoint: Optional[str], checkpoint_every: int,
+                 on_round: Optional[Callable[[int, int], None]] = None) -> dict:
+    """GENE-FL on one cluster: ``{"entry": <the JSON-able cluster row>, "final_state":
+    ..., "gene": ...}``. With ``checkpoint`` the engine saves and resumes the run there
+    (the algorithm's update log and generator and the byte log travel with it)."""
+    from audit.fl import comm
+    from audit.fl.engine import FLConfig, run_federated
+
+    alg = GeneFL(gamma, mode, use_dim, c["lam_gen"], c["lam_elg"],
+                 c["fisher_quantile"], seed=seed * 100 + k,
+                 local_layers=c.get("local_layers", "keep"))
+    cpr = c.get("clients_per_round")
+    cfg = FLConfig(rounds=c["rounds"], clients_per_round=None if cpr is None
+                   else min(cpr, len(members)), local_epochs=c["local_epochs"],
+                   batch_size=c["batch_size"], lr=c["lr"], seed=seed, device=device,
+                   eval_every=c["rounds"], layer_metrics=False)
+    log = comm.CommLog()  # every engine transfer of this cluster, counted
+    h = run_federated(model_fn, fed_k, comm.metered(alg, log, pnames), cfg,
+                      checkpoint=checkpoint, checkpoint_every=checkpoint_every,
+                      on_round=on_round)
+    per_round = log.per_round("param")
+    last = c["rounds"]
+    gene = alg.cluster_gene(last)
+    dims = layer_dims(h.final_state, alg.layers)
+    entry = {
+        "members": members,
+        "learngene_bytes_per_round": [a["learngene_param_bytes"] for a in h.algo],
+        "comm_up_per_round": [per_round[r]["up"] for r in sorted(per_round)],
+        "comm_down_per_round": [per_round[r]["down"] for r in sorted(per_round)],
+        "participants_per_round": [len({t.client for t in log.transfers
+                                        if t.round == r and t.direction == "up"})
+                                   for r in sorted(per_round)],
+        "model_param_bytes": int(sum(h.final_state[k2].numel() * 4 for k2 in alg.pkeys)),
+        "gene": gene,
+        "gene_param_bytes": int(sum(dims[l] for l in gene) * 4),
+        "personal_acc": float(h.personal_acc[-1]),
+        "client_acc": list(h.client_acc[-1]),
+        "dims": dims,
+        "last_updates": [{"client": u.client, "cos": u.cos, "xi": u.xi,
+                          "selected": u.selected} for u in alg.updates if u.round == last],
+    }
+    return {"entry": entry, "final_state": h.final_state, "gene": gene}
+
+
+def _cluster_key(c: Mapping, k: int, members: list, seed: int, mode: str, use_dim: bool,
+                 device: str) -> str:
+    """What a finished cluster's saved result depends on (compared on resume)."""
+    import json
+
+    return json.dumps([dict(c), k, members, seed, mode, use_dim, device], sort_keys=True,
+                      default=str)
+
+
+def _load_cluster(path: Optional[str], key: str, device: str) -> Optional[dict]:
+    """A finished cluster's result saved by an earlier, interrupted call (or None)."""
+    import os
+
+    if not path or not os.path.exists(path):
+        return None
+    try:
+        saved = torch.load(path, map_location=device, weights_only=True)
+    except Exception as exc:  # a corrupt file is reported and ignored, as in the engine
+        import warnings
+
+        warnings.warn(f"ignoring unreadable cluster result {path} ({exc})", stacklevel=3)
+        return None
+    return saved["result"] if saved.get("key") == key else None
+
+
+def simulate(config: Mapping, seed: int, mode: str = "top", use_dim: bool = True,
+             data_dir: Optional[str] = None, device: str = "cpu",
+             checkpoint: Optional[str] = None, checkpoint_every: int = 5,
+             on_round: Optional[Callable[[int, int], None]] = None) -> dict:
+    """One GENE-FL run: known clients in clusters, then agnostic clients from the genes.
+
+    ``config`` keys: dataset, model, model_kw, known_classes, agnostic_classes, n_known,
+    n_agnostic, alpha, clusters, svd_dim, rounds, clients_per_round, local_epochs,
+    batch_size, lr, gamma_fraction, lam_gen, lam_elg, fisher_quantile, finetune_steps,
+    finetune_lr. Returns JSON-able data: per cluster the learnGene size per round, the
+    last round's per-client cosines / scores / selections, the cluster genes, the known
+    clients' accuracy, and each agnostic client's accuracy from the gene and from the
+    fresh initial weights alone (``no-gene``, the known-worse reference).
+
+    ``checkpoint``: a file path prefix (None: no checkpoints). Cluster k's engine run
+    saves and resumes at ``{checkpoint}.cluster{k}`` every ``checkpoint_every`` rounds
+    (the engine removes it when the cluster is done), and the cluster's finished result
+    is saved atomically at ``{checkpoint}.cluster{k}.done``, so a call killed in a later
+    cluster or among the agnostic clients does not train the finished clusters again.
+    The ``.done`` files are removed when the call returns. A resumed call returns the
+    same numbers as an uninterrupted one (tested).
+
+    ``on_round``: progress, ``on_round(round, rounds)`` after every round of each
+    cluster's engine run (``RunContext.on_round``).
+    """
+    import os
+
+    from audit.fl import data as D
+    from audit.fl.engine import evaluate, save_atomic
+    from audit.fl.models import build_model
+
+    c = dict(config)
+    ds = D.load_dataset(c["dataset"], data_dir=data_dir, seed=0)
+    shape = tuple(ds.x_train.shape[1:])
+    model_fn = lambda: build_model(c["model"], ds.num_classes, shape[0], shape[-1],
+                                   **dict(c.get("model_kw", {})))
+    rng = np.random.default_rng([seed, 60])
+    ytr = ds.y_train.numpy()
+    known_pool = np.flatnonzero(np.isin(ytr, c["known_classes"]))
+    agn_pool = np.setdiff1d(np.flatnonzero(np.isin(ytr, c["agnostic_classes"])), known_pool)
+    if c.get("partition", "dirichlet") == "shard":
+        known_parts = D.shard_partition(ytr[known_pool], c["n_known"], c["shards"], rng)
+    else:
+        known_parts = D.dirichlet_partition(ytr[known_pool], c["n_known"], c["alpha"], rng,
+                                            min_size=c.get("min_size", 20))
+    agn_parts = D.dirichlet_partition(ytr[agn_pool], c["n_agnostic"], c["alpha"], rng,
+                                      min_size=c.get("agnostic_min_size", 20))
+    known = D.make_federated(ds, [known_pool[p] for p in known_parts], 0.0, 0.2, rng)
+    agn = D.make_federated(ds, [agn_pool[p] for p in agn_parts], 0.0, 0.3, rng)
+    labels = cluster_clients([cl.x_train for cl in known.clients], c["clusters"],
+                             c["svd_dim"], seed)
+    test_known = torch.as_tensor(np.isin(ds.y_test.numpy(), c["known_classes"]))
+    template = model_fn()
+    pnames = [n for n, _ in template.named_parameters()]
+    n_layers = len(layer_names(template))
+    gamma = gamma_from_fraction(n_layers, c["gamma_fraction"])
+    out = {"gamma": gamma, "n_layers": n_layers, "cluster_of": labels.tolist(),
+           "clusters": []}
+    finals, genes, done_files = [], [], []
+    for k in range(int(labels.max()) + 1):
+        members = [i for i in range(len(labels)) if labels[i] == k]
+        done = f"{checkpoint}.cluster{k}.done" if checkpoint else None
+        key = _cluster_key(c, k, members, seed, mode, use_dim, device)
+        res = _load_cluster(done, key, device)
+        if res is None:
+            fed_k = D.FederatedData([known.clients[i] for i in members],
+                                    ds.x_test[test_known], ds.y_test[test_known],
+                                    ds.num_classes, f"cluster{k}")
+            res = _cluster_run(c, k, members, fed_k, model_fn, pnames, gamma, seed, mode,
+                               use_dim, device, done and f"{checkpoint}.cluster{k}",
+                               checkpoint_every, on_round)
+            if done:
+                save_atomic(done, {"key": key, "result": res})
+        if done:
+            done_files.append(done)
+        finals.append(res["final_state"])
+        genes.append(res["gene"])
+        out["clusters"].append(res["entry"])
+    # agnostic clients: nearest cluster (subspace distance), theta = [theta_0 ; gene]
+    with torch.random.fork_rng():
+        torch.manual_seed(seed + 10_000)
+        theta0 = {k: v.detach().clone() for k, v in model_fn().state_dict().items()}
+    cluster_x = [data_subspace(torch.cat([known.clients[i].x_train for i in cl["members"]]),
+                               c["svd_dim"]) for cl in out["clusters"]]
+    sl = layer_state_keys(template)
+    agn_rows = []
+    for j, cl in enumerate(agn.clients):
+        k = nearest_cluster(cl.x_train, cluster_x, c["svd_dim"])
+        row = {"client": j, "cluster": k}
+        steps = c["finetune_steps"]
+        for name, start in (("gene", inherit(theta0, finals[k], genes[k], sl)),
+                            ("no-gene", theta0)):
+            st = finetune(template, start, cl.x_train, cl.y_train, steps,
+                          c["finetune_lr"], c["batch_size"],
+                          np.random.default_rng([seed, 61, j]))
+            row[name] = evaluate(template, st, cl.x_test, cl.y_test)[0]
+            if name == "gene":
+                # the planted handicap for assay sensitivity (issue 16, item 6): the same
+                # model's test predictions, each replaced with probability p by a label
+                # drawn uniformly from the classes, p sized so that the expected loss is
+                # ``plant_effect`` (the equivalence margin) of this client's accuracy
+                row["gene-planted"] = planted_accuracy(
+                    template, st, cl.x_test, cl.y_test, float(c.get("plant_effect", 0.0)),
+                    ds.num_classes, np.random.default_rng([seed, 62, j]))
+        agn_rows.append(row)
+    out["agnostic"] = agn_rows
+    out["agnostic_acc"] = float(np.mean([r["gene"] for r in agn_rows]))
+    out["agnostic_acc_nogene"] = float(np.mean([r["no-gene"] for r in agn_rows]))
+    out["agnostic_acc_planted"] = float(np.mean([r["gene-planted"] for r in agn_rows]))
+    sizes = [len(cl.y_train) for cl in known.clients]
+    out["known_acc"] = float(np.average(
+        [a for cl in out["clusters"] for a in cl["client_acc"]]))
+    out["n_train_known"] = sizes
+    out["n_test_agnostic"] = [len(cl.y_test) for cl in agn.clients]
+    out["final_states"] = finals  # not JSON: callers drop it (kept for the perturbation test)
+    for f in done_files:  # finished: the result is cached by the runner
+        if os.path.exists(f):
+            os.remove(f)
+    return out

@@ -1,0 +1,150 @@
+"""The algorithm hooks of the round loop (:class:`Algorithm`: FedAvg, every hook
+overridable alone) and two small baselines built from them, :class:`FedProx` and
+:class:`FedBN`. The order in which :func:`audit.fl.engine.run_federated` calls the hooks
+is in that module's docstring.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping, Optional, Sequence
+
+import numpy as np
+import torch
+import torch.nn as nn
+
+from .aggregate import Rule, State, Upload, chain, fedavg, keep_local, weighted_mean
+from .config import FLConfig
+from .data import FederatedData
+from .models import is_norm_key
+
+__all__ = ["Algorithm", "FedBN", "FedProx"]
+
+
+class Algorithm:
+    """FedAvg, written as hooks; override any one of them alone.
+
+    ``rule``: the aggregation rule (``audit.fl.aggregate``); set it in ``__init__``
+    (an instance attribute), or override :meth:`aggregate`. None means FedAvg.
+    """
+
+    name: str = "fedavg"
+
+    def __init__(self, rule: Optional[Rule] = None):
+        self.rule = rule
+
+    # -- run-level -------------------------------------------------------------------
+    def setup(self, model: nn.Module, fed: FederatedData, config: FLConfig) -> None:
+        """Called once before round 1 (the model is the template used by the engine,
+        ``fed`` is already on ``config.device``). Default: nothing."""
+
+    def init_client_state(self, client_id: int, global_state: State) -> Any:
+        """Initial persistent per-client state. Default None (stateless clients)."""
+        return None
+
+    # -- client side -----------------------------------------------------------------
+    def broadcast(self, global_state: State, client_id: int, round: int) -> State:
+        """What the server sends to a client. Default: the whole global state."""
+        return global_state
+
+    def client_init(self, received: State, client_state: Any, client_id: int,
+                    round: int) -> dict:
+        """The client's starting state. Default: ``received``, overridden by the keys of
+        ``client_state`` when it is a mapping (personal layers, FedBN norms)."""
+        if isinstance(client_state, Mapping):
+            return {**received, **client_state}
+        return dict(received)
+
+    def param_lr_scale(self, params: State, client_id: int, round: int, epoch: int,
+                       last_grads: Optional[State]) -> Optional[Mapping[str, Any]]:
+        """Per-parameter learning-rate multipliers (float or tensor broadcastable to the
+        parameter), called at the start of every local epoch with the current
+        parameters and the gradient of the client's previous step (None at the first).
+        Default None: 1 everywhere."""
+        return None
+
+    def regularizer_context(self, start_state: State, client_id: int,
+                            round: int) -> Optional[Mapping[str, torch.Tensor]]:
+        """Tensors the regularizer needs for this client (e.g. the anchor weights);
+        None (the default) disables the regularizer."""
+        return None
+
+    def regularizer(self, params: Mapping[str, torch.Tensor],
+                    context: Mapping[str, torch.Tensor]) -> torch.Tensor:
+        """Extra loss term; pure torch code (it runs under ``vmap`` in the fast path)."""
+        raise NotImplementedError
+
+    def update_client_state(self, client_state: Any, start: State, after: State,
+                            client_id: int, round: int) -> Any:
+        """Persistent state after local training. Default: unchanged."""
+        return client_state
+
+    def upload(self, before: State, after: State, client_id: int, round: int,
+               n_samples: int) -> Upload:
+        """The client's message. Default: full state, no mask, weight n_k."""
+        return Upload(after, None, float(n_samples))
+
+    # -- server side -----------------------------------------------------------------
+    def aggregate(self, prev: State, uploads: Sequence[Upload], round: int) -> dict:
+        """New global state. Default: ``self.rule`` or FedAvg's weighted mean."""
+        return (self.rule or fedavg())(prev, uploads)
+
+    def server_post(self, global_state: State, round: int, rng: np.random.Generator) -> dict:
+        """After aggregation (masks, frozen blocks, noise). Default: identity."""
+        return dict(global_state)
+
+    # -- evaluation ------------------------------------------------------------------
+    def personal_state(self, global_state: State, client_state: Any, client_id: int,
+                       round: int) -> State:
+        """The model a client would use now (evaluated on its own test split).
+        Default: ``client_init(broadcast(global))`` for round ``round + 1``."""
+        recv = self.broadcast(global_state, client_id, round + 1)
+        return self.client_init(recv, client_state, client_id, round + 1)
+
+    def round_metrics(self, round: int, global_state: State, prev_global: State,
+                      uploads: Sequence[Upload], client_ids: Sequence[int]) -> dict:
+        """Algorithm-specific metrics (name -> float), every round. Default: none."""
+        return {}
+
+    # -- checkpoints -----------------------------------------------------------------
+    def state_dict(self) -> dict:
+        """State the algorithm carries from round to round (tensors, numbers, lists,
+        dicts), saved in checkpoints. An algorithm that keeps such state on ``self``
+        must return it here and restore it in :meth:`load_state_dict`, or a resumed run
+        would differ from an uninterrupted one. Default: none."""
+        return {}
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """Restore what :meth:`state_dict` returned."""
+
+
+class FedProx(Algorithm):
+    """FedProx (Li et al. 2020, arXiv 1812.06127, Eq. 2): local loss + mu/2 ||w - w_t||^2."""
+
+    name = "fedprox"
+
+    def __init__(self, mu: float, rule: Optional[Rule] = None):
+        super().__init__(rule)
+        self.mu = float(mu)
+
+    def regularizer_context(self, start_state, client_id, round):
+        return {k: v for k, v in start_state.items() if v.dtype.is_floating_point}
+
+    def regularizer(self, params, context):
+        return 0.5 * self.mu * sum(((params[k] - context[k]) ** 2).sum() for k in params)
+
+
+class FedBN(Algorithm):
+    """FedBN (Li et al. 2021, arXiv 2102.07623): norm layers stay local.
+
+    Aggregation is ``chain(weighted_mean(), keep_local(is_norm))``; each client keeps
+    its own norm parameters and running statistics between rounds."""
+
+    name = "fedbn"
+
+    def setup(self, model, fed, config):
+        self.is_norm = is_norm_key(model)
+        if self.rule is None:
+            self.rule = chain(weighted_mean(), keep_local(self.is_norm))
+
+    def update_client_state(self, client_state, start, after, client_id, round):
+        return {k: v.clone() for k, v in after.items() if self.is_norm(k)}

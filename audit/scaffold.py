@@ -1,0 +1,429 @@
+"""``audit new CLAIM_ID --paper ARXIV_ID``: write a claim that runs at once at smoke scale.
+
+What it writes, under ``--out-dir`` (default: the current directory), as a package that
+registers the claim through the ``audit.claims`` entry point (no edit to this
+repository):
+
+    <out>/claim_<module>/__init__.py          (when absent)
+    <out>/claim_<module>/<module>.py          the claim: arms, the one differing piece,
+                                              run, analyse, rule, premise, scales, CLAIM
+    <out>/falsifiers/test_<module>.py         its falsifier test (lock, rule outcomes)
+    <out>/pyproject.toml                      (when absent; else the snippet is printed)
+    <out>/conftest.py                         (when absent: loads audit.pytest_plugin)
+
+``<module>`` is the claim id with ``-`` and ``.`` turned into ``_``. An existing claim
+module or falsifier is never overwritten: nothing is written when either exists. The
+example experiment is a real one on the engine (``audit.fl``): FedAvg on scikit-learn's
+digits with the server step "as printed" (``literal``: the global model moves a tenth of
+the way to the clients' mean) against the corrected step (``corrected``: the whole way).
+The writer replaces that piece, the margin and the texts with their own claim's; the
+guide is ``docs/WRITING_A_CLAIM.md``.
+"""
+from __future__ import annotations
+
+import keyword
+import re
+import string
+from dataclasses import dataclass
+from pathlib import Path
+
+from audit.errors import AuditError
+from audit.safeio import check_name
+
+# New-style arXiv ids (2007-): YYMM.NNNN or YYMM.NNNNN, optionally vN; old style:
+# archive(.SUBJ)/YYMMNNN, optionally vN.
+ARXIV_NEW = re.compile(r"(?P<id>\d{4}\.\d{4,5})(?:v(?P<v>[1-9]\d*))?")
+ARXIV_OLD = re.compile(r"(?P<id>[a-z][a-z-]*(?:\.[A-Z]{2})?/\d{7})(?:v(?P<v>[1-9]\d*))?")
+
+
+@dataclass(frozen=True)
+class Written:
+    """What ``audit new`` did: files written, files left alone, what to do next."""
+
+    claim_id: str
+    package: str
+    module: str
+    written: tuple[Path, ...]
+    kept: tuple[Path, ...]
+    next_steps: str
+
+
+def parse_arxiv(text: str) -> tuple[str, str]:
+    """``(id, version)`` of an arXiv identifier (version "1" when none is given); an
+    AuditError for anything else."""
+    text = str(text).strip()
+    text = text.removeprefix("arXiv:").removeprefix("arxiv:")
+    m = ARXIV_NEW.fullmatch(text) or ARXIV_OLD.fullmatch(text)
+    if m is None:
+        raise AuditError(f"--paper {text!r} is not an arXiv identifier (e.g. 2412.07062, "
+                         f"2412.07062v3 or hep-th/9901001)")
+    if ARXIV_NEW.fullmatch(text) and not 1 <= int(text[2:4]) <= 12:
+        raise AuditError(f"--paper {text!r}: the month in YYMM must be 01 to 12")
+    return m.group("id"), m.group("v") or "1"
+
+
+def module_name(claim_id: str) -> str:
+    """The Python module name of a claim id (``my-claim`` -> ``my_claim``)."""
+    check_name(claim_id, "claim id", "audit new")
+    name = re.sub(r"[-.]", "_", claim_id).lower()
+    if not name.isidentifier() or keyword.iskeyword(name) or not claim_id[0].isalpha():
+        raise AuditError(f"audit new: claim id {claim_id!r} must start with a letter and "
+                         f"give a Python module name once '-' and '.' become '_'")
+    return name
+
+
+def _check_package(package: str) -> str:
+    if not package.isidentifier() or keyword.iskeyword(package):
+        raise AuditError(f"audit new: --package {package!r} is not a Python package name")
+    return package
+
+
+def render(claim_id: str, arxiv: str, package: str | None = None) -> dict[str, str]:
+    """The files ``audit new`` writes, relative path -> text (nothing is written)."""
+    module = module_name(claim_id)
+    paper_id, version = parse_arxiv(arxiv)
+    package = _check_package(package or f"claim_{module}")
+    subs = {"claim_id": claim_id, "module": module, "package": package,
+            "arxiv": paper_id, "version": version}
+    return {
+        f"{package}/__init__.py": string.Template(INIT).substitute(subs),
+        f"{package}/{module}.py": string.Template(CLAIM_MODULE).substitute(subs),
+        f"falsifiers/test_{module}.py": string.Template(FALSIFIER).substitute(subs),
+        "pyproject.toml": string.Template(PYPROJECT).substitute(subs),
+        "conftest.py": CONFTEST,
+    }
+
+
+# files that are written only when absent (the others must not exist)
+OPTIONAL = ("__init__.py", "pyproject.toml", "conftest.py")
+
+
+def write(claim_id: str, arxiv: str, out_dir: Path | str = ".",
+          package: str | None = None, known_ids=()) -> Written:
+    """Write a new claim under ``out_dir`` (see the module docstring). Refuses, writing
+    nothing, when the claim module or its falsifier exists, or the id is taken."""
+    from audit.safeio import atomic_write, make_dir
+
+    files = render(claim_id, arxiv, package)
+    if claim_id in set(known_ids):
+        raise AuditError(f"audit new: claim id {claim_id!r} is already registered; "
+                         f"`audit list` shows the ids in use")
+    out = Path(out_dir)
+    if out.exists() and not out.is_dir():
+        raise AuditError(f"audit new: --out-dir {str(out)!r} is not a folder")
+    todo, kept = {}, []
+    for rel, text in files.items():
+        path = out / rel
+        if path.exists() or path.is_symlink():
+            if Path(rel).name in OPTIONAL:
+                kept.append(path)
+                continue
+            raise AuditError(f"audit new: {str(path)!r} exists; refusing to overwrite it "
+                             f"(choose another claim id or --out-dir)")
+        todo[path] = text
+    written = []
+    for path, text in todo.items():
+        make_dir(out, path.parent)
+        atomic_write(path, text)
+        written.append(path)
+    module = module_name(claim_id)
+    pkg = Path(next(iter(files))).parts[0]
+    snippet = (f'[project.entry-points."audit.claims"]\n'
+               f'{claim_id} = "{pkg}.{module}"')
+    steps = [f"Next ({out}):"]
+    if any(p.name == "pyproject.toml" for p in kept):
+        steps.append("  add to your pyproject.toml (and list the package for setuptools):\n"
+                     + "\n".join("    " + s for s in snippet.splitlines()))
+    steps += [f"  pip install --no-build-isolation -e {out}   # registers the entry point",
+              f"  audit run {claim_id} --seeds 3                # a verdict at smoke scale",
+              f"  pytest {out / 'falsifiers' / f'test_{module}.py'} --audit-update-locks"
+              f"   # lock it ({out / pkg / 'locks.json'})",
+              f"  audit verify {claim_id}",
+              "Then replace every EXAMPLE in the claim module with your claim's own piece, "
+              "margin and texts (docs/WRITING_A_CLAIM.md)."]
+    if any(p.name == "conftest.py" for p in kept):
+        steps.append("  your conftest.py must load the plugin: "
+                     "pytest_plugins = [\"audit.pytest_plugin\"]")
+    return Written(claim_id, pkg, module, tuple(written), tuple(kept), "\n".join(steps))
+
+
+# ------------------------------------------------------------------------------ templates
+INIT = '''"""Claims for the audit harness (registered through the ``audit.claims`` entry point)."""
+'''
+
+CONFTEST = '''"""Loads the audit pytest plugin (the audit_run fixture, --audit-* options)."""
+pytest_plugins = ["audit.pytest_plugin"]
+'''
+
+PYPROJECT = '''[build-system]
+requires = ["setuptools>=64"]
+build-backend = "setuptools.build_meta"
+
+[project]
+name = "audit-${module}"
+version = "0.1.0"
+description = "The audit claim ${claim_id} (arXiv ${arxiv})"
+requires-python = ">=3.10"
+dependencies = ["audit"]
+
+# the harness finds the claim here: `audit list` shows it once the package is installed
+[project.entry-points."audit.claims"]
+${claim_id} = "${package}.${module}"
+
+[tool.setuptools.packages.find]
+include = ["${package}*"]
+
+[tool.setuptools.package-data]
+${package} = ["locks.json"]
+'''
+
+CLAIM_MODULE = '''"""${claim_id}: EXAMPLE: the server step as printed costs accuracy against the corrected one.
+
+Paper: arXiv ${arxiv}v${version} (EXAMPLE: name the equation or algorithm line here).
+Reviewer's claim, in our words (never copy the review's sentences): EXAMPLE: run as
+printed, the server moves the global model only a tenth of the way to the clients' mean,
+so after the paper's rounds it is well behind the same method with the step corrected.
+
+Written by ``audit new`` and runnable at once (``audit run ${claim_id}``). Replace every
+EXAMPLE: the one differing piece (``SERVER_RULES``), the margin (from the paper, never
+from our runs), the premise, the texts and the scales. Guide: docs/WRITING_A_CLAIM.md.
+
+Premise (the paper's own effect, measured first): EXAMPLE: the corrected method learns
+(its final accuracy beats the initial model's). It gates ``gap``.
+
+Parts (``all_of(gap)``): ``gap`` (experiment): corrected - literal final global accuracy,
+paired over seeds, three-way rule at margin MARGIN; CONFIRMED when the reviewer is right.
+"""
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+import numpy as np
+
+from audit import stats
+from audit.analysis import mean_estimate, results_table
+from audit.claims import (Analysis, Arm, Claim, Paper, RecordRef, RunContext, RunSpec,
+                          Table)
+from audit.fl.aggregate import chain, weighted_mean
+from audit.verdict import (ALL_OUTCOMES, Estimate, Outcome, Premise, Rule, all_of,
+                           on_reviewer, premise_gate)
+
+CLAIM_ID = "${claim_id}"
+PAPER = Paper("${arxiv}", "EXAMPLE: the paper's title, in your words", "${version}",
+              "EXAMPLE")
+
+# The margin of the reviewer's claim, fixed before any run. EXAMPLE: take it from the
+# paper (e.g. its reported gain over the baselines), never from our own results.
+MARGIN = 0.05
+EQUIV = MARGIN  # the equivalence margin of the three-way rule
+ALPHA = 0.05
+
+
+# ------------------------------------------------------------- arms and their one piece
+def server_step(eta: float):
+    """A server piece (``audit.fl.aggregate``): global <- prev + eta * (proposed - prev).
+    EXAMPLE of the one piece in which the arms differ."""
+
+    def piece(prev, uploads, proposed):
+        return {k: prev[k] + eta * (v - prev[k]) if v.is_floating_point() else v
+                for k, v in proposed.items()}
+
+    return piece
+
+
+LITERAL_ETA = 0.1  # EXAMPLE: the server step as printed
+
+#: Each arm, declared with the one piece it changes (``Arm.differs``) ...
+ARMS = (
+    Arm("literal", "FedAvg clients; the server step as printed: the global model moves "
+        f"eta = {LITERAL_ETA} of the way to the weighted mean of the uploads", "as printed"),
+    Arm("corrected", "as literal, with the server step corrected: the global model is the "
+        "weighted mean of the uploads (FedAvg)", "server: server_step(eta) removed"),
+)
+#: ... and the server rule that is that piece, beside it (the arms share everything else).
+SERVER_RULES = {
+    "literal": chain(weighted_mean(), server_step(LITERAL_ETA)),
+    "corrected": chain(weighted_mean()),
+}
+ARM_NAMES = tuple(a.name for a in ARMS)
+
+
+# ----------------------------------------------------------------------------- scales
+SCALES: dict[str, dict] = {
+    # CPU, seconds: scikit-learn's digits (no download), 10 clients, a few rounds
+    "smoke": {"dataset": "digits", "model": "cnn", "model_kw": {"width": 0.5},
+              "n_clients": 10, "dirichlet_alpha": 0.5, "rounds": 10, "local_epochs": 1,
+              "batch_size": 32, "lr": 0.2, "margin": MARGIN, "equivalence_margin": EQUIV},
+    "full": {"dataset": "digits", "model": "cnn", "model_kw": {},
+             "n_clients": 20, "dirichlet_alpha": 0.5, "rounds": 30, "local_epochs": 1,
+             "batch_size": 16, "lr": 0.05, "margin": MARGIN, "equivalence_margin": EQUIV},
+    # EXAMPLE: the paper's setting; the data are read from --data-dir / $$AUDIT_DATA
+    # (layouts: audit.fl.data), on --device
+    "paper": {"dataset": "cifar10", "model": "cnn2", "model_kw": {},
+              "n_clients": 20, "dirichlet_alpha": 0.5, "rounds": 100, "local_epochs": 1,
+              "batch_size": 32, "lr": 0.05, "margin": MARGIN, "equivalence_margin": EQUIV},
+}
+
+
+# -------------------------------------------------------------------------------- run
+def run(spec: RunSpec, ctx: RunContext) -> dict:
+    """One arm at one seed: a pure function of (spec, ctx), JSON-able (it is cached)."""
+    import torch
+
+    from audit.fl.data import dirichlet_partition, load_dataset, make_federated
+    from audit.fl.engine import Algorithm, FLConfig, run_federated
+    from audit.fl.models import build_model
+
+    cfg = ctx.config
+    torch.set_num_threads(1)
+    ds = load_dataset(cfg["dataset"], data_dir=ctx.data_dir, seed=0)
+    rng = np.random.default_rng([spec.seed, 0])  # the same clients for every arm: paired
+    part = dirichlet_partition(ds.y_train, cfg["n_clients"], cfg["dirichlet_alpha"], rng)
+    fed = make_federated(ds, part, 0.0, 0.0, rng)
+
+    def model_fn():
+        return build_model(cfg["model"], ds.num_classes, ds.in_channels, ds.image_size,
+                           **cfg["model_kw"])
+
+    fl = FLConfig(rounds=cfg["rounds"], local_epochs=cfg["local_epochs"],
+                  batch_size=cfg["batch_size"], lr=cfg["lr"], seed=spec.seed,
+                  device=ctx.device, eval_every=cfg["rounds"], eval_init=True,
+                  eval_personal=False, layer_metrics=False)
+    h = run_federated(model_fn, fed, Algorithm(rule=SERVER_RULES[spec.arm]), fl,
+                      checkpoint=ctx.checkpoint(spec))
+    return {"init_acc": float(h.test_acc[0]), "final_acc": float(h.test_acc[-1]),
+            "n_test": int(len(fed.y_test)), "seconds": float(h.seconds)}
+
+
+# --------------------------------------------------------------------- rule and premise
+def _decide_gap(tw, resolution: float):
+    out = on_reviewer(tw.outcome, holds_when="SUPPORTED")  # the reviewer: corrected wins
+    needs = ""
+    if out == Outcome.INCONCLUSIVE:
+        needs = (f"about {tw.seeds_needed} seeds" if tw.seeds_needed
+                 else "more seeds or a larger scale")
+    return out, f"corrected vs literal, final accuracy: {tw.reason}", needs, {
+        "flip": tw.flip, "resolution": resolution, "unit": "accuracy"}
+
+
+RULE_GAP = Rule(
+    "gap",
+    "Paired over seeds, metric = final global test accuracy, A = corrected, B = literal: "
+    "{rule}. CONFIRMED when SUPPORTED (the printed step costs more than m = {margin}), "
+    "REFUTED when FALSIFIED, INCONCLUSIVE otherwise and whenever the premise is not "
+    "reproduced.",
+    _decide_gap, kind="experiment", reachable=ALL_OUTCOMES,
+)
+
+
+def decide_gap(corrected, literal, config: Mapping[str, Any], alpha: float = ALPHA,
+               resolution: float | None = None):
+    """The part ``gap`` from per-seed accuracies (the falsifier drives it to each of its
+    reachable outcomes)."""
+    tw = stats.three_way(corrected, literal, margin=float(config["margin"]),
+                         equivalence_margin=float(config["equivalence_margin"]),
+                         alpha=alpha)
+    params = {"rule": tw.text(), "margin": f"{float(config['margin']):g}"}
+    return tw, RULE_GAP(tw, resolution, params=params)
+
+
+def premise_of(final, init, config: Mapping[str, Any], alpha: float) -> Premise:
+    """EXAMPLE premise: the corrected method learns (final beats initial accuracy)."""
+    tw = stats.three_way(final, init, margin=0.0,
+                         equivalence_margin=float(config["equivalence_margin"]), alpha=alpha)
+    status = {"SUPPORTED": "reproduced", "FALSIFIED": "not reproduced",
+              "INCONCLUSIVE": "undecided"}[tw.outcome]
+    est = Estimate.of("premise_final_minus_init", tw.difference, "accuracy",
+                      "corrected arm: final - initial global accuracy (paired)")
+    return Premise("the corrected method learns: its final accuracy beats the initial "
+                   "model's", status, f"{tw.text()}: {tw.reason}", est)
+
+
+# ---------------------------------------------------------------------------- analyse
+def analyse(results: Mapping[RunSpec, Mapping], ctx: RunContext) -> Analysis:
+    seeds = list(ctx.seeds)
+    alpha = ALPHA * ctx.alpha_fraction  # a sequential look spends a share of alpha
+    final = results_table(results, "final_acc", ARM_NAMES, seeds)  # arm -> per-seed array
+    init = results_table(results, "init_acc", ["corrected"], seeds)["corrected"]
+    n_test = int(results[RunSpec("corrected", seeds[0])]["n_test"])
+
+    premise = premise_of(final["corrected"], init, ctx.config, alpha)
+    tw, part = decide_gap(final["corrected"], final["literal"], ctx.config, alpha,
+                          resolution=1.0 / n_test)
+    part = premise_gate(part, premise)
+    estimates = (
+        Estimate.of("gap", tw.difference, "accuracy",
+                    "corrected - literal, final global accuracy (the rule's interval)"),
+        *(mean_estimate(f"final_acc_{a}", final[a], "accuracy",
+                        f"{a}: final global accuracy, mean over seeds") for a in ARM_NAMES),
+    )
+    table = Table("Final global accuracy per seed", ("seed", *ARM_NAMES),
+                  tuple((s, *(round(float(final[a][i]), 4) for a in ARM_NAMES))
+                        for i, s in enumerate(seeds)))
+    notes = ("EXAMPLE notes: say plainly what this test shows and what it does not.",)
+    return Analysis(estimates, (part,), (table,), (), notes, premise=premise)
+
+
+CLAIM = Claim(
+    id=CLAIM_ID,
+    paper=PAPER,
+    record=RecordRef("EXAMPLE: the review record's file", ("EXAMPLE: field.path",)),
+    title="EXAMPLE: a short name of the falsifier",
+    statement="EXAMPLE: our paraphrase of the reviewer's claim (never the record's words).",
+    arms=ARMS,
+    rules=(RULE_GAP,),
+    combination=all_of(("gap",)),
+    stochastic=True,
+    scales=SCALES,
+    run=run,
+    analyse=analyse,
+)
+'''
+
+FALSIFIER = '''"""Falsifier: ${claim_id} (arXiv ${arxiv}), written by ``audit new``.
+
+    pytest falsifiers/test_${module}.py --audit-update-locks   # record the lock (once)
+    pytest falsifiers/test_${module}.py                        # check it
+"""
+import numpy as np
+import pytest
+
+from audit.pytest_plugin import check_lock
+from ${package} import ${module} as claim_module
+
+CLAIM = "${claim_id}"
+
+
+@pytest.fixture(scope="module")
+def result(audit_run):
+    return audit_run(CLAIM)
+
+
+def test_verdict_is_locked(result):
+    check_lock(result)
+
+
+def test_premise_is_measured(result):
+    assert result.verdict.premise is not None
+
+
+def test_each_arm_declares_its_one_piece():
+    assert [a.name for a in claim_module.ARMS] == list(claim_module.SERVER_RULES)
+    assert all(a.differs for a in claim_module.ARMS)
+
+
+# the rule reaches every outcome it declares: driven with made-up per-seed accuracies
+BASE = np.random.default_rng(0).normal(0.6, 0.02, 8)
+CASES = {
+    "CONFIRMED": BASE + 4 * claim_module.MARGIN,  # far above the margin
+    "REFUTED": BASE + np.random.default_rng(1).normal(0, 1e-3, 8),  # no gap at all
+    "INCONCLUSIVE": BASE + claim_module.MARGIN + np.random.default_rng(2).normal(0, 0.2, 8),
+}
+
+
+@pytest.mark.parametrize("outcome", claim_module.RULE_GAP.reachable)
+def test_rule_reaches_each_declared_outcome(outcome):
+    config = claim_module.SCALES["smoke"]
+    _, part = claim_module.decide_gap(CASES[outcome], BASE, config)
+    assert part.verdict.value == outcome
+'''

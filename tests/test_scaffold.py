@@ -1,0 +1,117 @@
+"""``audit new``: the claim it writes is importable, runs at smoke scale at once, gets a
+verdict, is locked and verified through its own package; bad input is refused."""
+from __future__ import annotations
+
+import json
+import tomllib
+from pathlib import Path
+
+import pytest
+
+from audit import claims as claims_mod
+from audit import scaffold
+from audit.cli import main
+from audit.runner import Cache, execute, make_context
+from fakedist import fake_install, forget
+
+CLAIM_ID = "toy-server-step"
+MODULE = "toy_server_step"
+PKG = "claim_toy_server_step"
+
+
+@pytest.fixture
+def env(tmp_path, monkeypatch):
+    monkeypatch.delenv("AUDIT_LOCKS", raising=False)  # the new package's own lock file
+    monkeypatch.setenv("AUDIT_CACHE", str(tmp_path / "cache"))
+    monkeypatch.delenv("AUDIT_DATA", raising=False)
+    claims_mod.registry()  # torch imported before pytester snapshots sys.modules
+    yield tmp_path
+    forget(PKG)
+
+
+def _install(out: Path) -> None:
+    """What `pip install -e out` would register, read from the pyproject it wrote."""
+    meta = tomllib.loads((out / "pyproject.toml").read_text())
+    fake_install(out, meta["project"]["name"], meta["project"]["entry-points"]["audit.claims"])
+
+
+def test_new_claim_runs_at_once_and_is_locked_and_verified(env, capsys, pytester,
+                                                           monkeypatch):
+    out = env / "mine"
+    assert main(["new", CLAIM_ID, "--paper", "2401.01234v2", "--out-dir", str(out)]) == 0
+    said = capsys.readouterr().out
+    for rel in (f"{PKG}/__init__.py", f"{PKG}/{MODULE}.py", f"falsifiers/test_{MODULE}.py",
+                "pyproject.toml", "conftest.py"):
+        assert (out / rel).is_file() and f"wrote {out / rel}" in said
+    assert f"audit run {CLAIM_ID}" in said
+
+    # "installed" (what `pip install -e` registers, from the pyproject it wrote) and
+    # importable; a verdict on the first run (runner API, smoke scale, 3 seeds)
+    monkeypatch.syspath_prepend(str(out))
+    _install(out)
+    module = __import__(f"{PKG}.{MODULE}", fromlist=["CLAIM"])
+    claim = claims_mod.get(CLAIM_ID)
+    assert claim.run is module.CLAIM.run and claim.locks_path() == out / PKG / "locks.json"
+    assert (claim.id, claim.paper.arxiv_id, claim.paper.version) == (CLAIM_ID, "2401.01234",
+                                                                    "2")
+    assert [a.name for a in claim.arms] == ["literal", "corrected"]
+    ctx = make_context(claim, "smoke", seeds=3)
+    res = execute(claim, ctx, cache=Cache(env / "cache"), progress=False)
+    assert res.verdict.verdict.value == "CONFIRMED"  # the printed step costs accuracy
+    assert res.verdict.premise.status == "reproduced"
+    assert res.verdict.parts[0].reachable == ("CONFIRMED", "REFUTED", "INCONCLUSIVE")
+
+    # listed, run by the CLI (from the cache), its falsifier records the lock beside its
+    # module, then `audit verify` passes
+    assert main(["list"]) == 0 and CLAIM_ID in capsys.readouterr().out
+    assert main(["run", CLAIM_ID, "--seeds", "3", "--quiet", "--out", str(env / "r")]) == 0
+    assert f"{CLAIM_ID}: CONFIRMED (locked: none)" in capsys.readouterr().out
+    pytester.syspathinsert(str(out))
+    falsifier = (out / "falsifiers" / f"test_{MODULE}.py").read_text()
+    pytester.makepyfile(**{f"test_{MODULE}": falsifier})
+    result = pytester.runpytest_inprocess("-p", "audit.pytest_plugin", "-p", "no:randomly",
+                                          "--audit-update-locks", "--audit-seeds", "0,1,2")
+    result.assert_outcomes(passed=6)
+    locks = json.loads((out / PKG / "locks.json").read_text())
+    assert locks[CLAIM_ID]["smoke"] == {"verdict": "CONFIRMED",
+                                        "parts": {"gap": "CONFIRMED"}, "seeds": [0, 1, 2]}
+    assert main(["verify", CLAIM_ID, "--seeds", "3", "--quiet"]) == 0
+
+
+def test_new_refuses_to_overwrite_and_keeps_existing_package_files(tmp_path, capsys):
+    out = tmp_path / "proj"
+    out.mkdir()
+    (out / "pyproject.toml").write_text("[project]\nname = 'mine'\n")
+    assert main(["new", CLAIM_ID, "--paper", "2401.01234", "--out-dir", str(out)]) == 0
+    said = capsys.readouterr().out
+    assert (out / "pyproject.toml").read_text() == "[project]\nname = 'mine'\n"
+    assert f"kept  {out / 'pyproject.toml'} (exists)" in said
+    assert f'{CLAIM_ID} = "{PKG}.{MODULE}"' in said  # the entry point to add
+    module = out / PKG / f"{MODULE}.py"
+    module.write_text("# edited by hand\n")
+    assert main(["new", CLAIM_ID, "--paper", "2401.01234", "--out-dir", str(out)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "exists; refusing to overwrite" in err[0]
+    assert module.read_text() == "# edited by hand\n"
+
+
+@pytest.mark.parametrize("claim_id, paper, message", [
+    ("../evil", "2401.01234", "not a safe name"),
+    ("9lives", "2401.01234", "must start with a letter"),
+    ("ok-id", "12345", "not an arXiv identifier"),
+    ("ok-id", "2413.01234", "month"),
+    ("ok-id", "2401.01234v0", "not an arXiv identifier"),
+    ("flayer-masked-zero", "2412.07062", "already registered"),
+])
+def test_new_refuses_bad_input_in_one_line(tmp_path, capsys, claim_id, paper, message):
+    assert main(["new", claim_id, "--paper", paper, "--out-dir", str(tmp_path / "o")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and message in err[0]
+    assert not (tmp_path / "o").exists()
+
+
+def test_arxiv_forms():
+    assert scaffold.parse_arxiv("2412.07062") == ("2412.07062", "1")
+    assert scaffold.parse_arxiv("arXiv:2412.07062v3") == ("2412.07062", "3")
+    assert scaffold.parse_arxiv("hep-th/9901001v2") == ("hep-th/9901001", "2")
+    assert scaffold.parse_arxiv("math.AG/0309136") == ("math.AG/0309136", "1")

@@ -1,0 +1,122 @@
+"""Tuning seeds are reserved, searches are recorded, and the report says which setting
+and which scale a verdict speaks for."""
+import copy
+
+import pytest
+
+from audit import claims, report, tuning
+from audit.claims import AuditError
+from audit.estimate import eta_line
+from audit.runner import Cache, execute, make_context, resolve_seeds
+
+
+@pytest.fixture
+def data(toy, tmp_path):
+    res = execute(toy.CLAIM, make_context(toy.CLAIM, "smoke"), cache=Cache(tmp_path / "c"),
+                  progress=False)
+    return report.to_json(res)
+
+
+def test_tuning_and_verdict_seeds_never_mix(toy):
+    assert tuning.tuning_seeds(3) == (1000, 1001, 1002)
+    assert resolve_seeds(toy.CLAIM, [1000, 1001]) == (1000, 1001)
+    assert resolve_seeds(toy.CLAIM, [0, 1]) == (0, 1)
+    with pytest.raises(AuditError, match="mix verdict seeds"):
+        resolve_seeds(toy.CLAIM, [0, 1000])
+
+
+def test_a_tuning_run_is_labelled_and_never_locked(toy, tmp_path):
+    res = execute(toy.CLAIM, make_context(toy.CLAIM, "smoke", seeds=[1000, 1001, 1002]),
+                  cache=Cache(tmp_path / "c"), progress=False)
+    data = report.to_json(res)
+    assert data["tuning_run"] is True
+    assert "**Tuning run**" in report.render_markdown(data)
+    with pytest.raises(AuditError, match="no lock from a tuning run"):
+        claims.write_lock(toy.CLAIM.id, "smoke", res.verdict.verdict, res.verdict.parts,
+                          seeds=res.ctx.seeds)
+
+
+def test_a_search_on_verdict_seeds_must_say_so():
+    with pytest.raises(AuditError, match="not tuning seeds"):
+        tuning.Search("full", "rounds", (0, 1), ("10 rounds: x",), "10", "because")
+    s = tuning.Search("smoke", "rounds", (0, 1, 2), ("10 rounds: x",), "10", "because",
+                      verdict_seeds_used=True)
+    assert "Chosen on verdict seeds" in s.markdown()
+    ok = tuning.Search("full", "rounds", tuning.tuning_seeds(2), ("10: a", "20: b"), "20",
+                       "premise reproduced")
+    assert "seeds 1000, 1001" in ok.markdown() and "chosen: 20" in ok.markdown()
+
+
+def test_searches_of_the_scale_are_printed(toy, tmp_path, monkeypatch):
+    search = tuning.Search("smoke", "how many rounds", (1000, 1001), ("2 rounds: gap 0.1",),
+                           "2 rounds", "smallest with a gap")
+    other = tuning.Search("full", "width", (1000, 1001), ("w1",), "w1", "only one")
+    monkeypatch.setattr(toy, "CLAIM", toy.CLAIM.__class__(
+        **{**toy.CLAIM.__dict__, "searches": (search, other)}))
+    res = execute(toy.CLAIM, make_context(toy.CLAIM, "smoke"), cache=Cache(tmp_path / "c"),
+                  progress=False)
+    data = report.to_json(res)
+    assert [s["question"] for s in data["searches"]] == ["how many rounds"]
+    md = report.render_markdown(data)
+    assert "## How the settings were chosen" in md and "how many rounds" in md
+    assert "width" not in md.split("## How the settings were chosen")[1].split("##")[0]
+
+
+def test_disagreeing_settings_reach_the_headline_and_the_index(data, tmp_path, toy):
+    assert report.settings_line([]) is None
+    agree = [{"setting": "base", "verdict": "CONFIRMED", "base": True},
+             {"setting": "cnn2", "verdict": "CONFIRMED"}]
+    assert report.settings_line(agree) is None
+    split = copy.deepcopy(data)
+    split["settings"] = [{"setting": "base", "verdict": "REFUTED", "base": True},
+                         {"setting": "cnn2", "verdict": "CONFIRMED", "closest_to_paper": True,
+                          "why": "the deeper model"}]
+    md = report.render_markdown(split)
+    assert ("**Settings disagree**: base: REFUTED (base); cnn2: CONFIRMED (closest to the "
+            "paper). The verdict is read at **cnn2**: the deeper model") in md
+    report.write_data(split, tmp_path)
+    text = report.write_index(tmp_path, claims.registry()).read_text()
+    assert "(settings split)" in text
+
+
+def _with(data, verdict, status):
+    d = copy.deepcopy(data)
+    d["verdict"] = verdict
+    d["premise"] = {**d["premise"], "status": status}
+    return d
+
+
+def test_read_from_follows_its_fixed_rule(data):
+    smoke = _with(data, "CONFIRMED", "reproduced")
+    assert report.read_from(smoke, _with(data, "CONFIRMED", "not reproduced"))[0] == "both"
+    assert report.read_from(smoke, _with(data, "REFUTED", "reproduced"))[0] == "full"
+    where, why = report.read_from(smoke, _with(data, "REFUTED", "not reproduced"))
+    assert where == "smoke" and "only there" in why
+    where, why = report.read_from(_with(data, "CONFIRMED", "undecided"),
+                                  _with(data, "REFUTED", "undecided"))
+    assert where == "full" and "neither" in why
+
+
+def test_index_compares_smoke_and_full(data, tmp_path, toy):
+    report.write_data(_with(data, "CONFIRMED", "reproduced"), tmp_path)
+    full = _with(data, "REFUTED", "reproduced")
+    full["scale"] = "full"
+    report.write_data(full, tmp_path / "full")
+    text = report.write_index(tmp_path, claims.registry()).read_text()
+    assert "## Smoke and full scale" in text
+    row = next(ln for ln in text.splitlines() if ln.startswith("| `toy-claim`")
+               and "full/toy-claim.md" in ln)
+    assert "**no**" in row and "full: the larger setting" in row
+    # no full folder: no section
+    other = tmp_path / "other"
+    report.write_data(data, other)
+    assert "Smoke and full" not in report.write_index(other, claims.registry()).read_text()
+
+
+def test_eta_line_spans_first_look_to_cap():
+    line = eta_line([("a", 6.0, 5, 20), ("b", 3.0, 5, 20)])
+    assert "1 min if every claim is decided at its first look, up to 3 min at the cap" in line
+    assert "2 claim(s) left" in line
+    line = eta_line([("a", 6.0, 10, 10)], elapsed_s=120, ratio=2.0)
+    assert line.startswith("ETA: 2 min elapsed; 2 min for 1 claim(s) left")
+    assert "x2.00 as measured so far" in line
