@@ -11,6 +11,8 @@
     audit review PATH... [--json] [--markdown]
     audit new CLAIM_ID --paper ARXIV_ID [--out-dir DIR] [--package NAME]
               (write a claim that runs at smoke scale at once; docs/WRITING_A_CLAIM.md)
+    audit tune ID --arms a,b --metric KEY [--grid KEY=V1,V2]... [--contrast A:B]
+              [--scale S] [--seeds N]   (a pilot on tuning seeds 1000+, never a verdict's)
 
 Claims come from audit/experiments/ and from installed packages' ``audit.claims`` entry
 points. Bad input is one line on stderr naming the problem, exit status 2, nothing written.
@@ -57,6 +59,19 @@ def _override(text: str) -> tuple[str, object]:
         return key, json.loads(value)
     except json.JSONDecodeError:
         return key, value  # a bare string
+
+
+def _grid_axis(text: str) -> tuple[str, list]:
+    key, sep, values = text.partition("=")
+    if not sep or not key or not values:
+        raise argparse.ArgumentTypeError(f"expected KEY=V1,V2,..., got {text!r}")
+    try:  # a JSON list as a whole (values that hold commas), else comma-separated
+        whole = json.loads(values)
+        if isinstance(whole, list):
+            return key, whole
+    except json.JSONDecodeError:
+        pass
+    return key, [_override(f"{key}={v}")[1] for v in values.split(",")]
 
 
 class _Parser(argparse.ArgumentParser):
@@ -143,6 +158,29 @@ def _parser() -> argparse.ArgumentParser:
     rv.add_argument("--markdown", action="store_true",
                     help="also write reports/coverage.md")
     rv.add_argument("--out", type=Path, default=DEFAULT_OUT)
+
+    tu = sub.add_parser("tune", help="a pilot on tuning seeds (1000 and up, never a "
+                        "verdict's): some arms of one claim over a grid of config values")
+    tu.add_argument("id", metavar="ID", help="the claim")
+    tu.add_argument("--scale", default="smoke", choices=SCALES)
+    tu.add_argument("--arms", required=True, type=lambda t: [a for a in t.split(",") if a],
+                    help="comma-separated arms to run, e.g. fedbn,lips")
+    tu.add_argument("--metric", required=True,
+                    help="a key of a unit's result, e.g. test_acc or final_personal_acc")
+    tu.add_argument("--grid", action="append", default=[], metavar="KEY=V1,V2,...",
+                    type=_grid_axis, help="config values to try (JSON each); repeatable: "
+                    "every combination runs")
+    tu.add_argument("--contrast", default=None, type=lambda t: t.split(":"),
+                    metavar="A:B", help="paired per-seed A - B per candidate (arm names, "
+                    "or arm/setting)")
+    tu.add_argument("--seeds", type=_positive_int, default=3,
+                    help="how many tuning seeds (1000, 1001, ...)")
+    tu.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                    type=_override, dest="overrides", help="as for run (held fixed)")
+    tu.add_argument("--device", default="cpu")
+    tu.add_argument("--data-dir", default=None)
+    tu.add_argument("--cache-dir", type=Path, default=None)
+    tu.add_argument("--json", action="store_true", help="print the rows as JSON")
 
     nw = sub.add_parser("new", help="write a new claim (module, falsifier, package files) "
                         "that runs at smoke scale at once")
@@ -453,6 +491,34 @@ def cmd_review(args) -> int:
     return run_review(args.paths, as_json=args.json, markdown=args.markdown, out=args.out)
 
 
+def cmd_tune(args) -> int:
+    from audit import tuning
+
+    claim = claims_mod.get(args.id)
+    if isinstance(claim, PendingClaim):
+        raise AuditError(f"claim {args.id!r} is pending: its falsifier is not built yet")
+    check_device(args.device)
+    if args.contrast is not None and len(args.contrast) != 2:
+        raise AuditError(f"--contrast takes A:B, got {':'.join(args.contrast)}")
+    grid = dict(args.grid)
+    cache = Cache(args.cache_dir or Cache.default_root())
+    rows = tuning.pilot(claim, args.scale, grid, args.arms, args.metric, args.seeds,
+                        cache=cache, overrides=dict(args.overrides),
+                        contrast=args.contrast or (), device=args.device,
+                        data_dir=args.data_dir,
+                        progress=lambda m: print(m, file=sys.stderr, flush=True))
+    seeds = tuning.tuning_seeds(args.seeds)
+    if args.json:
+        print(json.dumps([{"overrides": r.overrides, "values": r.values,
+                           "contrast": r.contrast} for r in rows]))
+        return 0
+    print(f"pilot of {claim.id} at {args.scale} on tuning seeds {seeds[0]}-{seeds[-1]} "
+          f"(arms {', '.join(args.arms)}; metric {args.metric}):")
+    for r in rows:
+        print(f"  - {r.text(args.metric, args.contrast or ())}")
+    return 0
+
+
 def cmd_new(args) -> int:
     from audit import scaffold
 
@@ -480,7 +546,7 @@ def _one_line_warnings(show):
 
 COMMANDS = {"list": cmd_list, "run": cmd_run, "verify": cmd_verify, "report": cmd_report,
             "bench": cmd_bench, "estimate": cmd_estimate, "review": cmd_review,
-            "new": cmd_new}
+            "new": cmd_new, "tune": cmd_tune}
 
 
 def main(argv: Sequence[str] | None = None) -> int:

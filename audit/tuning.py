@@ -12,7 +12,9 @@ what was chosen and why, and which settings were NOT chosen this way.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Mapping, Sequence
+
+import numpy as np
 
 from audit.errors import AuditError
 
@@ -68,3 +70,92 @@ class Search:
         tried = "".join(f"\n  - {t}" for t in self.tried)
         return (f"- **{self.question}** (scale {self.scale}; seeds {seeds}).{warn} "
                 f"Tried:{tried}\n  - chosen: {self.chosen}. Why: {self.why}")
+
+
+# ------------------------------------------------------------------------------ pilots
+def grid_points(grid: Mapping[str, Sequence]) -> list[dict]:
+    """Every combination of a grid ``{key: [v1, v2, ...]}``, in the grid's order (the
+    first key varies slowest); ``[{}]`` for an empty grid."""
+    import itertools
+
+    keys = list(grid)
+    return [dict(zip(keys, combo)) for combo in itertools.product(*(grid[k] for k in keys))]
+
+
+@dataclass(frozen=True)
+class PilotRow:
+    """One candidate setting of a pilot: its config overrides, per (arm, setting) group
+    the per-seed values of the metric, and the paired contrast (first group minus second)
+    when asked for."""
+
+    overrides: dict
+    values: dict  # "arm" or "arm/setting" -> [value per seed]
+    contrast: tuple[float, float, int] | None = None  # (mean, SD, n) of A - B per seed
+
+    def text(self, metric: str, contrast: Sequence[str] = ()) -> str:
+        cand = ", ".join(f"{k}={v}" for k, v in self.overrides.items()) or "the scale's config"
+        parts = [f"{g} {np.mean(v):.4g}" for g, v in self.values.items()]
+        line = f"{cand}: mean {metric} " + "; ".join(parts)
+        if self.contrast is not None:
+            m, sd, n = self.contrast
+            line += f"; {contrast[0]} - {contrast[1]} {m:+.4g} (SD {sd:.3g}, n = {n})"
+        return line
+
+
+def pilot(claim, scale: str, grid: Mapping[str, Sequence], arms: Sequence[str],
+          metric: str, n_seeds: int = 3, *, cache, overrides: Mapping | None = None,
+          contrast: Sequence[str] = (), device: str = "cpu", data_dir: str | None = None,
+          progress=None) -> list[PilotRow]:
+    """Run ``arms`` of ``claim`` at ``scale`` on the first ``n_seeds`` tuning seeds, once
+    for each point of ``grid`` (config overrides, checked like ``--set``), and read
+    ``metric`` (a key of a unit's result) from every unit. Units run through ``cache``
+    (the run cache: a pilot resumes, and no verdict seed is ever touched).
+
+    ``contrast``: two groups (arm names, or "arm/setting" for claims with several units an
+    arm and seed) whose paired per-seed difference is summarised per candidate. Returns
+    one :class:`PilotRow` per grid point; the caller writes the :class:`Search` record."""
+    from audit.runner import code_version, data_identity, make_context
+
+    if n_seeds < 2:
+        raise AuditError(f"a pilot needs at least 2 tuning seeds, got {n_seeds}")
+    if not getattr(claim, "stochastic", False):
+        raise AuditError(f"claim {claim.id!r} is exact: there is nothing to tune over seeds")
+    version = code_version() + claim.plugin_version()
+    rows = []
+    for point in grid_points(grid):
+        ctx = make_context(claim, scale, seeds=list(tuning_seeds(n_seeds)), device=device,
+                           data_dir=data_dir, overrides={**dict(overrides or {}), **point})
+        if cache.enabled and ctx.checkpoint_dir is None:
+            import dataclasses
+
+            ctx = dataclasses.replace(ctx, checkpoint_dir=str(cache.root / "checkpoints"))
+        specs = [s for s in claim.unit_specs(ctx) if s.arm in arms]
+        if not specs:
+            raise AuditError(f"no units of arm(s) {', '.join(arms)} in {claim.id!r}; arms: "
+                             f"{', '.join(a.name for a in claim.arms)}")
+        data = data_identity(ctx)
+        values: dict[str, dict[int, float]] = {}
+        for k, spec in enumerate(specs):
+            material = cache.key_material(claim.id, spec, ctx, version, data)
+            result = cache.load(material)
+            if result is None:
+                result = claim.run(spec, ctx)
+                cache.store(material, result)
+            if metric not in result:
+                raise AuditError(f"unit {spec.label()} of {claim.id!r} has no metric "
+                                 f"{metric!r}; keys: {', '.join(sorted(result))}")
+            group = spec.arm if not spec.setting else f"{spec.arm}/{spec.setting}"
+            values.setdefault(group, {})[spec.seed] = float(result[metric])
+            if progress is not None:
+                progress(f"pilot {point or '(base)'}: {k + 1}/{len(specs)} units")
+        row_c = None
+        if contrast:
+            a, b = (values.get(g) for g in contrast)
+            if a is None or b is None:
+                raise AuditError(f"contrast {contrast[0]} - {contrast[1]}: groups are "
+                                 f"{', '.join(values)}")
+            d = np.array([a[s] - b[s] for s in sorted(set(a) & set(b))])
+            row_c = (float(d.mean()), float(d.std(ddof=1)) if len(d) > 1 else 0.0, len(d))
+        rows.append(PilotRow(dict(point), {g: [v[s] for s in sorted(v)]
+                                           for g, v in values.items()}, row_c))
+    return rows

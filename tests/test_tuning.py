@@ -120,3 +120,55 @@ def test_eta_line_spans_first_look_to_cap():
     line = eta_line([("a", 6.0, 10, 10)], elapsed_s=120, ratio=2.0)
     assert line.startswith("ETA: 2 min elapsed; 2 min for 1 claim(s) left")
     assert "x2.00 as measured so far" in line
+
+
+# ------------------------------------------------------------------------ audit tune
+def test_pilot_runs_only_tuning_seeds_over_the_grid_and_reads_the_contrast(toy, tmp_path):
+    from audit.runner import Cache
+    from audit.tuning import pilot
+
+    claim = claims.get("toy-claim")
+    rows = pilot(claim, "smoke", {"effect": [0.0, 2.0]}, ["base", "better"], "score",
+                 n_seeds=3, cache=Cache(tmp_path / "c"), contrast=("better", "base"))
+    assert [r.overrides for r in rows] == [{"effect": 0.0}, {"effect": 2.0}]
+    assert {s.seed for s in toy.CALLS} == {1000, 1001, 1002}  # never a verdict seed
+    assert len(toy.CALLS) == 2 * 2 * 3
+    # toy: better - base = effect + noise (SD 0.05)
+    assert rows[0].contrast[0] == pytest.approx(0.0, abs=0.2)
+    assert rows[1].contrast[0] == pytest.approx(2.0, abs=0.2) and rows[1].contrast[2] == 3
+    assert "; better - base +1.9" in rows[1].text("score", ("better", "base"))
+    # a second pilot over the same points comes from the cache
+    toy.CALLS.clear()
+    pilot(claim, "smoke", {"effect": [2.0]}, ["base", "better"], "score", n_seeds=3,
+          cache=Cache(tmp_path / "c"))
+    assert toy.CALLS == []
+
+
+def test_pilot_refuses_bad_input(toy, tmp_path):
+    from audit.runner import Cache
+    from audit.tuning import pilot
+
+    claim = claims.get("toy-claim")
+    cache = Cache(tmp_path / "c")
+    with pytest.raises(AuditError, match="at least 2 tuning seeds"):
+        pilot(claim, "smoke", {}, ["base"], "score", n_seeds=1, cache=cache)
+    with pytest.raises(AuditError, match="no units of arm"):
+        pilot(claim, "smoke", {}, ["nope"], "score", cache=cache)
+    with pytest.raises(AuditError, match="no metric 'nope'"):
+        pilot(claim, "smoke", {}, ["base"], "nope", cache=cache)
+    with pytest.raises(AuditError, match="no config key"):
+        pilot(claim, "smoke", {"nope": [1]}, ["base"], "score", cache=cache)
+
+
+def test_audit_tune_prints_one_line_per_candidate(toy, tmp_path, capsys):
+    from audit.cli import main
+
+    argv = ["tune", "toy-claim", "--arms", "base,better", "--metric", "score",
+            "--grid", "effect=0.5,1.5", "--contrast", "better:base", "--seeds", "2",
+            "--cache-dir", str(tmp_path / "c")]
+    assert main(argv) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].startswith("pilot of toy-claim at smoke on tuning seeds 1000-1001")
+    assert len(out) == 3 and out[1].startswith("  - effect=0.5: mean score")
+    assert main(["tune", "toy-claim", "--arms", "base", "--metric", "score",
+                 "--contrast", "a:b:c", "--cache-dir", str(tmp_path / "c")]) == 2
