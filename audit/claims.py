@@ -442,21 +442,22 @@ def write_lock(claim_id: str, scale: str, verdict: Outcome, parts: Sequence[Part
 
     ``plan``: the sequential stopping rule (``audit.sequential.Plan.to_dict()``) when the
     verdict came from ``--until-decided``; ``seeds`` are then the seeds it stopped at."""
-    from audit.safeio import atomic_write
+    from audit.safeio import atomic_write, folder_lock
     from audit.tuning import is_tuning
 
     if is_tuning([int(x) for x in seeds]):
         raise AuditError(f"{claim_id}: no lock from a tuning run (seeds {list(seeds)} are "
                          f"reserved for choosing settings)")
-    path = path or locks_path()
-    locks = read_locks(path)
-    locks.setdefault(claim_id, {})[scale] = {
-        "verdict": verdict.value, "parts": {p.id: p.verdict.value for p in parts},
-        "seeds": [int(s) for s in seeds]}
-    if plan:
-        locks[claim_id][scale]["plan"] = {"looks": [int(n) for n in plan["looks"]],
-                                          "spending": str(plan["spending"])}
-    atomic_write(path, json.dumps(locks, indent=2, sort_keys=True) + "\n")
+    path = Path(path or locks_path())
+    with folder_lock(path.parent):  # concurrent writers (pytest-xdist) take turns
+        locks = read_locks(path)
+        locks.setdefault(claim_id, {})[scale] = {
+            "verdict": verdict.value, "parts": {p.id: p.verdict.value for p in parts},
+            "seeds": [int(s) for s in seeds]}
+        if plan:
+            locks[claim_id][scale]["plan"] = {"looks": [int(n) for n in plan["looks"]],
+                                              "spending": str(plan["spending"])}
+        atomic_write(path, json.dumps(locks, indent=2, sort_keys=True) + "\n")
 
 
 #: The entry-point group through which installed packages add claims.

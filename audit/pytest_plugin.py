@@ -65,6 +65,10 @@ class AuditSession:
         cd = config.getoption("audit_cache_dir")
         self.cache = Cache(Path(cd) if cd else Cache.default_root())
         self.results: dict[str, ClaimResult] = {}
+        # summary lines, by claim id: filled from test reports (``pytest_runtest_logreport``)
+        # so that they reach the controller under pytest-xdist too
+        self.summary: dict[str, dict] = {}
+        self._unreported: list[dict] = []  # runs of this process not yet in a test report
 
     def plan_for(self, claim):
         """The sequential plan to run: ``--audit-until-decided`` (cap 20), else the plan
@@ -101,6 +105,11 @@ class AuditSession:
             report.write(result, self.report_dir)
             report.write_index(self.report_dir, claims_mod.registry())
         self.results[claim_id] = result
+        lock = result.locked
+        self._unreported.append({
+            "id": claim_id, "verdict": result.verdict.verdict.value,
+            "locked": lock.value if lock else None, "runtime_s": result.runtime_s,
+            "scale": result.ctx.scale, "seeds": list(result.ctx.seeds)})
         return result
 
 
@@ -108,7 +117,19 @@ _SESSION_KEY = pytest.StashKey[AuditSession]()
 
 
 def pytest_configure(config):
-    config.stash[_SESSION_KEY] = AuditSession(config)
+    session = AuditSession(config)
+    config.stash[_SESSION_KEY] = session
+    config.pluginmanager.register(_Collector(session), f"audit-collector-{id(config)}")
+
+
+def pytest_collection_modifyitems(config, items):
+    """Under pytest-xdist (``-n N --dist loadgroup``), the tests of one module that use
+    ``audit_run`` stay on one worker: a claim runs once per process, so splitting its
+    module would run it twice. Without xdist the mark does nothing."""
+    for item in items:
+        if "audit_run" in getattr(item, "fixturenames", ()) \
+                and item.get_closest_marker("xdist_group") is None:
+            item.add_marker(pytest.mark.xdist_group(f"audit:{item.module.__name__}"))
 
 
 def pytest_report_header(config):
@@ -161,15 +182,43 @@ def check_lock(result: ClaimResult) -> None:
                         pytrace=False)
 
 
+_PROPERTY = "audit_verdict"
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    """A claim run during this test phase goes into the phase's report (its
+    ``user_properties``), which pytest-xdist sends from a worker to the controller."""
+    outcome = yield
+    s = item.config.stash.get(_SESSION_KEY, None)
+    if s is not None and s._unreported:
+        report = outcome.get_result()
+        report.user_properties.extend((_PROPERTY, line) for line in s._unreported)
+        s._unreported.clear()
+
+
+class _Collector:
+    """Per-session hook object: gathers the summary lines from every test report (local,
+    or sent by pytest-xdist workers) into this session's :class:`AuditSession`."""
+
+    def __init__(self, session: AuditSession):
+        self.session = session
+
+    def pytest_runtest_logreport(self, report):
+        for name, value in getattr(report, "user_properties", ()):
+            if name == _PROPERTY and isinstance(value, dict) and "id" in value:
+                self.session.summary[value["id"]] = value
+
+
 def pytest_terminal_summary(terminalreporter, exitstatus, config):
     s = config.stash.get(_SESSION_KEY, None)
-    if s is None or not s.results:
+    if s is None or not s.summary:
         return
     tr = terminalreporter
     tr.section("audit verdicts")
-    for cid, r in s.results.items():
-        lock = r.locked
-        mark = "" if lock is None or lock == r.verdict.verdict else "  <-- FLIPPED"
-        tr.write_line(f"{cid:<26} {r.verdict.verdict.value:<13} locked="
-                      f"{lock.value if lock else 'none':<13} {r.runtime_s:7.1f} s  "
-                      f"scale={r.ctx.scale} seeds={list(r.ctx.seeds)}{mark}")
+    for cid, r in s.summary.items():
+        lock = r.get("locked")
+        mark = "" if lock is None or lock == r["verdict"] else "  <-- FLIPPED"
+        tr.write_line(f"{cid:<26} {r['verdict']:<13} locked={lock or 'none':<13} "
+                      f"{float(r['runtime_s']):7.1f} s  scale={r['scale']} "
+                      f"seeds={r['seeds']}{mark}")

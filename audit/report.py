@@ -604,8 +604,16 @@ def _scales_section(out_dir: Path, claims: Mapping) -> list[str]:
 
 def write_index(out_dir: Path, claims: Mapping[str, Claim | PendingClaim]) -> Path:
     """``out_dir/README.md``: one row per claim. A sibling JSON that is not a valid report
-    is left out of the index with a warning line naming it; it does not fail the index."""
+    is left out of the index with a warning line naming it; it does not fail the index.
+    Reading the reports and writing the index hold the folder's lock, so two processes
+    writing reports into one folder (pytest-xdist workers) never leave an index that
+    misses one of them."""
     out_dir = Path(out_dir)
+    with safeio.folder_lock(out_dir):
+        return _write_index(out_dir, claims)
+
+
+def _write_index(out_dir: Path, claims: Mapping[str, Claim | PendingClaim]) -> Path:
     rows = []
     for cid, claim in claims.items():
         locks = claim.locks()

@@ -8,6 +8,7 @@ symlink at the target is replaced by the file rather than written through.
 """
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import stat
@@ -19,6 +20,26 @@ from audit.errors import AuditError
 # A report id or figure name becomes a file name: letters, digits, '.', '_', '-' only,
 # starting with a letter or digit, at most 81 characters, and never '..'.
 SAFE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,80}")
+
+
+@contextlib.contextmanager
+def folder_lock(folder: Path):
+    """Hold an exclusive advisory lock (``flock``) on ``folder`` for a read-modify-write
+    of a file in it: two processes updating the lock file or the reports index at once
+    (pytest-xdist workers, two sweeps) then take turns instead of losing an update. The
+    lock is on the folder itself, so no lock file is left behind; where ``flock`` does
+    not exist (Windows) it is a no-op."""
+    try:
+        import fcntl
+    except ImportError:  # pragma: no cover - not on Linux/macOS
+        yield
+        return
+    fd = os.open(folder, os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # closing the descriptor releases the lock
 
 
 def check_name(value: object, what: str, source: str) -> str:

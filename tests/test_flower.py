@@ -275,6 +275,7 @@ def test_rules_are_the_audit_pieces():
 
 # ----------------------------------------------------------------------------- simulation
 @pytest.mark.slow
+@pytest.mark.ray  # Flower's simulation starts a local Ray instance
 def test_reference_workload_in_flower_simulation_equals_the_engine_and_bench_reports_it():
     """The bench's reference FedAvg workload, 3 of its 50 rounds (the full run is
     ``audit bench --against flower``), all 20 clients: ``run_bench(against="flower")``
@@ -311,6 +312,7 @@ for rule in ("literal", "masked-delta"):  # Algorithm 1 line 12 as printed; a co
 
 
 @pytest.mark.slow
+@pytest.mark.ray  # the example runs Flower's simulation (a local Ray instance)
 def test_readme_example_runs(capsys):
     readme = (ROOT / "README.md").read_text()
     if "AuditStrategy(rule)" in readme:  # the README's copy is this one

@@ -452,19 +452,29 @@ def test_printed_rule_follows_the_parameters():
         "= 0.025" in next(p for p in b.parts if p.id == "random-mask").rule
 
 
-def test_analyse_is_fast_without_flip_and_works_on_two_seeds():
-    import time
+def test_analyse_works_on_twenty_seeds_and_on_two():
+    from audit.experiments.lips_dropout_control import analyse
 
+    ctx = _ctx(n=20)
+    with stats.without_flip():
+        assert analyse(_fake_results(ctx, TIED), ctx).parts
+    ctx2 = _ctx(n=2)
+    assert analyse(_fake_results(ctx2, TIED), ctx2).parts  # any subset of >= 2 seeds
+
+
+def test_bench_analyse_at_twenty_seeds(benchmark):
+    """Speed of one analysis at 20 seeds without the flip search, as the stability check
+    calls it once per left-out seed (measured by pytest-benchmark, not asserted)."""
     from audit.experiments.lips_dropout_control import analyse
 
     ctx = _ctx(n=20)
     res = _fake_results(ctx, TIED)
-    t0 = time.perf_counter()
-    with stats.without_flip():
-        analyse(res, ctx)
-    assert time.perf_counter() - t0 < 2.0
-    ctx2 = _ctx(n=2)
-    analyse(_fake_results(ctx2, TIED), ctx2)  # any subset of >= 2 seeds
+
+    def once():
+        with stats.without_flip():
+            return analyse(res, ctx)
+
+    assert benchmark.pedantic(once, rounds=3, iterations=1).parts
 
 
 def test_released_arm_scales_the_horizon_to_the_run():

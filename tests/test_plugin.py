@@ -98,3 +98,17 @@ def test_a_sequential_lock_is_reproduced_with_its_looks(suite, pytester):
     result = pytester.runpytest_subprocess("-p", "audit.pytest_plugin")
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines(["*sequential run stopped with seeds [[]0, 1, 2, 3, 4[]]*"])
+
+
+def test_summary_and_lock_updates_survive_pytest_xdist(suite, pytester):
+    """Under ``-n 2`` the claims run in worker processes: their summary lines still reach
+    the controller (through the test reports), and two workers updating the one lock
+    file at once both land (the folder lock)."""
+    pytest.importorskip("xdist")
+    pytester.makepyfile(test_toy2=FALSIFIER.replace("def test_toy_verdict",
+                                                    "def test_toy_verdict_again"))
+    result = suite(None, "-n", "2", "--audit-seeds", "0,1,2", "--audit-update-locks")
+    result.assert_outcomes(passed=2)
+    result.stdout.fnmatch_lines(["*audit verdicts*",
+                                 "toy-claim*CONFIRMED*seeds=[[]0, 1, 2[]]"])
+    assert json.loads(suite.locks.read_text())["toy-claim"]["smoke"]["verdict"] == "CONFIRMED"

@@ -172,3 +172,20 @@ def test_audit_tune_prints_one_line_per_candidate(toy, tmp_path, capsys):
     assert len(out) == 3 and out[1].startswith("  - effect=0.5: mean score")
     assert main(["tune", "toy-claim", "--arms", "base", "--metric", "score",
                  "--contrast", "a:b:c", "--cache-dir", str(tmp_path / "c")]) == 2
+
+
+def test_a_full_scale_run_prints_an_eta_first_and_quiet_skips_it(toy, tmp_path, capsys):
+    from audit.cli import main
+
+    argv = ["run", "toy-claim", "--scale", "full", "--seeds", "3", "--out",
+            str(tmp_path / "r"), "--cache-dir", str(tmp_path / "c")]
+    assert main(argv) == 0
+    err = capsys.readouterr().err.splitlines()
+    assert err[0].startswith("toy-claim: estimate ") and "per seed at full" in err[0]
+    assert err[1].startswith("ETA: ") and "1 claim(s) left" in err[1]
+    assert any(line.startswith("ETA: ") and "0 claim(s)" not in line for line in err)
+    assert main(argv + ["--quiet"]) == 0
+    assert "ETA" not in capsys.readouterr().err
+    assert main(["run", "toy-claim", "--scale", "smoke", "--seeds", "3", "--out",
+                 str(tmp_path / "s"), "--cache-dir", str(tmp_path / "c")]) == 0
+    assert "ETA" not in capsys.readouterr().err  # smoke: about a minute, no ETA
