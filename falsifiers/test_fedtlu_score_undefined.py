@@ -54,10 +54,19 @@ def test_guarded_score_choices():
 
 
 def test_scale_sweep(result):
+    """The identity holds up to float64 rounding, never beyond the rule's REFUTED bound.
+    At smoke scale (400 updates) the rounding stays under the rule's 1e-12; the full
+    sweep (4000 updates) found 4.1e-12, so its numerical check is INCONCLUSIVE there: the
+    tolerance was fixed before the run and is not moved after it."""
+    from audit.experiments.fedtlu_score_undefined import DEPENDS_TOL, INVARIANCE_TOL
+
     est = result.verdict.estimate
-    assert est("max_rel_dev_under_scaling").value < 1e-12
-    assert est("max_rel_dev_from_identity").value < 1e-12
-    assert result.verdict.part("scale-invariant").verdict.value == "CONFIRMED"
+    scale, ident = est("max_rel_dev_under_scaling").value, est("max_rel_dev_from_identity").value
+    assert scale < DEPENDS_TOL and ident < DEPENDS_TOL  # never a real scale dependence
+    part = result.verdict.part("scale-invariant").verdict.value
+    assert part == ("CONFIRMED" if max(scale, ident) < INVARIANCE_TOL else "INCONCLUSIVE")
+    if result.ctx.scale == "smoke":
+        assert part == "CONFIRMED"
 
 
 @settings(max_examples=200, deadline=None)
