@@ -1,7 +1,6 @@
 """Root conftest: loads the audit pytest plugin and a numeric-friendly hypothesis profile."""
 import os
 
-import pytest
 from hypothesis import settings
 
 pytest_plugins = ["audit.pytest_plugin"]
@@ -12,12 +11,3 @@ pytest_plugins = ["audit.pytest_plugin"]
 settings.register_profile("audit", deadline=None)
 settings.register_profile("audit-ci", deadline=None, derandomize=True)
 settings.load_profile("audit-ci" if os.environ.get("CI") else "audit")
-
-
-def pytest_collection_modifyitems(config, items):
-    """Tests that start a local Ray instance (``@pytest.mark.ray``) share one pytest-xdist
-    worker (``--dist loadgroup``): two Ray instances on a 2-core machine at once would
-    compete for its CPUs and memory."""
-    for item in items:
-        if item.get_closest_marker("ray") is not None:
-            item.add_marker(pytest.mark.xdist_group("ray"))

@@ -125,6 +125,9 @@ class RunContext:
     # is not part of any cache or checkpoint key, nor of equality.
     on_round: Callable[[int, int], None] | None = field(default=None, compare=False,
                                                         repr=False)
+    # ``Claim.plugin_version()`` of the claim being run ("" for a built-in claim), set by
+    # the runner: a checkpoint's key carries it as the run cache's key does
+    plugin_version: str = field(default="", compare=False, repr=False)
 
     def checkpoint(self, spec: "RunSpec") -> str | None:
         """A checkpoint file for one unit (engine runs save and resume there), or None.
@@ -141,7 +144,8 @@ class RunContext:
         from audit.runner import code_version, data_identity
 
         key = json.dumps([spec.to_dict(), self.scale, dict(self.config), self.device,
-                          code_version(), data_identity(self)], sort_keys=True, default=str)
+                          code_version() + self.plugin_version, data_identity(self)],
+                         sort_keys=True, default=str)
         folder = Path(self.checkpoint_dir) / self.claim_id
         folder.mkdir(parents=True, exist_ok=True)
         return str(folder / f"{hashlib.sha256(key.encode()).hexdigest()[:24]}.pt")

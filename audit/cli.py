@@ -244,13 +244,22 @@ def _contexts(args, selected):
     return out
 
 
+def _check_locks(claims) -> None:
+    """Read every lock file these claims use (``audit/locks.json``, a plugin's own): a
+    malformed one is one AuditError line before any work."""
+    claims_mod.read_locks()
+    for claim in claims:
+        if isinstance(claim, Claim):
+            claim.locks()
+
+
 def _execute_all(args, write_reports: bool, unlocked: list | None = None):
     """Run the selected claims. Given a list ``unlocked`` (verify), a claim with no lock
     at its scale is not run: its id is appended there instead."""
     from audit import report
 
     selected = _select(args)
-    claims_mod.read_locks()  # a malformed lock file is found now, not after the run
+    _check_locks(selected)  # a malformed lock file is found now, not after the run
     contexts = _contexts(args, selected)  # every input checked before anything runs
     if unlocked is not None:
         keep = []
@@ -426,7 +435,7 @@ def cmd_report(args) -> int:
     if not args.out.is_dir():
         raise AuditError(f"report directory {str(args.out)!r} does not exist")
     reg = claims_mod.registry()
-    claims_mod.read_locks()  # a bad lock file: one line now, not after half the writes
+    _check_locks(reg.values())  # a bad lock file: one line now, not after half the writes
     loaded = [(data, str(args.out / f"{cid}.json")) for cid in reg
               if (data := report.load(args.out, cid)) is not None]  # all read, then written
     report.check_writable(args.out)
@@ -533,11 +542,16 @@ def cmd_new(args) -> int:
 
 
 def _one_line_warnings(show):
-    """``warnings.showwarning`` that prints a claim plugin's warning as one line."""
+    """``warnings.showwarning`` that prints a claim plugin's warning as one line, once per
+    command (the registry is read more than once in a run)."""
+    said: set[str] = set()
 
     def showwarning(message, category, filename, lineno, file=None, line=None):
         if issubclass(category, claims_mod.ClaimPluginWarning):
-            print(f"audit: warning: {' '.join(str(message).split())}", file=sys.stderr)
+            text = ' '.join(str(message).split())
+            if text not in said:
+                said.add(text)
+                print(f"audit: warning: {text}", file=sys.stderr)
         else:
             show(message, category, filename, lineno, file, line)
 
@@ -554,6 +568,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         with warnings.catch_warnings():  # a broken claim plugin: one warning line
+            # every plugin warning reaches the printer, which says each once per command
+            warnings.simplefilter("always", claims_mod.ClaimPluginWarning)
             warnings.showwarning = _one_line_warnings(warnings.showwarning)
             return COMMANDS[args.command](args)
     except AuditError as exc:

@@ -123,7 +123,8 @@ def _stored_path(cache_root, claim: Claim, ctx: RunContext):
     from .runner import code_version
 
     key = json.dumps({"claim": claim.id, "scale": ctx.scale, "config": dict(ctx.config),
-                      "device": ctx.device, "version": code_version()},
+                      "device": ctx.device,
+                      "version": code_version() + ctx.plugin_version},
                      sort_keys=True, default=str)
     digest = hashlib.sha256(key.encode()).hexdigest()[:16]
     return Path(cache_root) / "estimates" / f"{claim.id}-{ctx.scale}-{digest}.json"

@@ -8,6 +8,10 @@ ends with one summary section: a line per claim with its verdict, its lock and s
     pytest falsifiers/ --audit-scale smoke --audit-seeds 0,1,2,3,4
     pytest falsifiers/ --audit-update-locks      # rewrite locks from this run (snapshot)
     pytest falsifiers/ --audit-report-dir reports # also write the reports
+
+A claim runs once per process: under pytest-xdist, use ``--dist loadfile`` so that a
+falsifier module's tests share a worker. The summary lines travel in the test reports,
+so the section appears on the controller; lock and index updates hold a folder lock.
 """
 from __future__ import annotations
 
@@ -120,16 +124,6 @@ def pytest_configure(config):
     session = AuditSession(config)
     config.stash[_SESSION_KEY] = session
     config.pluginmanager.register(_Collector(session), f"audit-collector-{id(config)}")
-
-
-def pytest_collection_modifyitems(config, items):
-    """Under pytest-xdist (``-n N --dist loadgroup``), the tests of one module that use
-    ``audit_run`` stay on one worker: a claim runs once per process, so splitting its
-    module would run it twice. Without xdist the mark does nothing."""
-    for item in items:
-        if "audit_run" in getattr(item, "fixturenames", ()) \
-                and item.get_closest_marker("xdist_group") is None:
-            item.add_marker(pytest.mark.xdist_group(f"audit:{item.module.__name__}"))
 
 
 def pytest_report_header(config):

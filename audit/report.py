@@ -94,8 +94,16 @@ def settings_line(settings) -> str | None:
                       + (" (closest to the paper)" if s.get("closest_to_paper") else "")
                       for s in settings)
     closest = next((s for s in settings if s.get("closest_to_paper")), None)
-    why = (f" The verdict is read at **{closest.get('setting')}**: {closest.get('why', '')}"
-           if closest else "")
+    base = next((s for s in settings if s.get("base")), None)
+    if closest is not None and closest is base:
+        why = (f" The verdict is decided on the base setting, which is also the one closest "
+               f"to the paper's: {closest.get('why', '')}.")
+    elif closest is not None:
+        why = (f" Closest to the paper's setting: **{closest.get('setting')}**: "
+               f"{closest.get('why', '')}.")
+    else:
+        why = ""
+    why = why.replace(".. ", ". ").replace("..", ".")
     return f"**Settings disagree**: {cells}.{why}"
 
 
@@ -154,6 +162,18 @@ def _shape_problem(data: Mapping) -> str | None:
         if not isinstance(f.get("series"), list) or not all(
                 isinstance(s, Mapping) for s in f["series"]):
             return f"figure {f['name']!r} needs a list of series objects"
+    for key, named in (("settings", "setting"), ("searches", "question")):
+        problem = objects(key, named)
+        if problem:
+            return problem
+    if not all(isinstance(x.get("verdict"), str) and isinstance(x.get("why", ""), str)
+               for x in data.get("settings") or []):
+        return "each entry of 'settings' needs a string 'verdict' (and 'why', if any)"
+    premise = data.get("premise")
+    if premise is not None and not (isinstance(premise, Mapping)
+                                    and isinstance(premise.get("status"), str)
+                                    and isinstance(premise.get("effect", ""), str)):
+        return "'premise' must be null or an object with a string 'status'"
     return None
 
 
@@ -615,6 +635,7 @@ def write_index(out_dir: Path, claims: Mapping[str, Claim | PendingClaim]) -> Pa
 
 def _write_index(out_dir: Path, claims: Mapping[str, Claim | PendingClaim]) -> Path:
     rows = []
+    scales: set[str] = set()  # of the reports in this folder: the regenerate command's
     for cid, claim in claims.items():
         locks = claim.locks()
         lock_txt = ", ".join(f"{s}: {v['verdict']}" for s, v in sorted(locks.items())) or "—"
@@ -632,6 +653,7 @@ def _write_index(out_dir: Path, claims: Mapping[str, Claim | PendingClaim]) -> P
                        (f"{len(data['seeds'])} seeds" if data["seeds"] else "exact")
                        + _looks_cell(data) + f", {data['runtime_s']:.0f} s, commit "
                        f"`{data['environment'].get('commit')}`"]
+                scales.add(str(data["scale"]))
         except (AuditError, AttributeError, KeyError, TypeError, ValueError) as exc:
             msg = str(exc) if isinstance(exc, AuditError) else (
                 f"report {out_dir / (cid + '.json')} is malformed "
@@ -650,9 +672,12 @@ def _write_index(out_dir: Path, claims: Mapping[str, Claim | PendingClaim]) -> P
     text = ["# Audit reports", "",
             "Each verdict is about the reviewer's claim: CONFIRMED (the criticism holds on "
             "our runs), REFUTED (it does not), INCONCLUSIVE (this scale and seed count "
-            "cannot decide). Regenerate with `audit run --all --until-decided` (looks at 5, 10 "
-            "and 20 seeds); re-render without rerunning "
-            "with `audit report`.", "",
+            "cannot decide). Regenerate with `audit run --all --until-decided"
+            + ("" if scales <= {"smoke"} else
+               f" --scale {'|'.join(sorted(scales))} --out {out_dir.as_posix()}")
+            + "` (looks at 5, 10 and 20 seeds); re-render without rerunning with `audit "
+            "report" + ("" if scales <= {"smoke"} else f" --out {out_dir.as_posix()}")
+            + "`.", "",
             "Premise: the paper's own effect that the claim is about, measured first "
             "(a part explaining it is INCONCLUSIVE where it does not reproduce). Reachable: "
             "the verdicts the parts entering the claim's verdict can return (a derivation's "

@@ -445,7 +445,8 @@ def make_context(claim: Claim, scale: str, seeds=None, device: str = "cpu",
     config = dict(claim.scales[scale])
     config.update(check_overrides(claim, scale, overrides or {}))
     return RunContext(claim_id=claim.id, scale=scale, config=config,
-                      seeds=resolve_seeds(claim, seeds), device=device, data_dir=data_dir)
+                      seeds=resolve_seeds(claim, seeds), device=device, data_dir=data_dir,
+                      plugin_version=claim.plugin_version())
 
 
 class _PlainProgress:
@@ -537,7 +538,9 @@ def execute(claim: Claim | PendingClaim, ctx: RunContext, *, cache: Cache,
     if backend is None:
         backend = FunctionBackend(runner) if runner is not None else LocalBackend()
     t0 = time.perf_counter()
-    version = code_version() + claim.plugin_version()  # a plugin's own source too
+    # a plugin's own source too, in the cache's and the checkpoints' keys alike
+    ctx = dataclasses.replace(ctx, plugin_version=claim.plugin_version())
+    version = code_version() + ctx.plugin_version
     if cache.enabled and ctx.checkpoint_dir is None:  # long runs checkpoint beside the cache
         ctx = dataclasses.replace(ctx, checkpoint_dir=str(cache.root / "checkpoints"))
     specs = claim.unit_specs(ctx)

@@ -34,9 +34,17 @@ def folder_lock(folder: Path):
     except ImportError:  # pragma: no cover - not on Linux/macOS
         yield
         return
-    fd = os.open(folder, os.O_RDONLY)
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
+        fd = os.open(folder, os.O_RDONLY)
+    except OSError as exc:
+        raise AuditError(f"cannot open {str(folder)!r} to lock it for writing: "
+                         f"{exc.strerror or exc}") from None
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+        except OSError as exc:  # a file system without locks (ENOLCK): one clear line
+            raise AuditError(f"cannot lock {str(folder)!r} for writing: "
+                             f"{exc.strerror or exc}") from None
         yield
     finally:
         os.close(fd)  # closing the descriptor releases the lock

@@ -129,7 +129,7 @@ def write(claim_id: str, arxiv: str, out_dir: Path | str = ".",
     module = module_name(claim_id)
     pkg = Path(next(iter(files))).parts[0]
     snippet = (f'[project.entry-points."audit.claims"]\n'
-               f'{claim_id} = "{pkg}.{module}"')
+               f'"{claim_id}" = "{pkg}.{module}"')  # quoted: an id may hold dots
     steps = [f"Next ({out}):"]
     if any(p.name == "pyproject.toml" for p in kept):
         steps.append("  add to your pyproject.toml (and list the package for setuptools):\n"
@@ -168,7 +168,7 @@ dependencies = ["audit"]
 
 # the harness finds the claim here: `audit list` shows it once the package is installed
 [project.entry-points."audit.claims"]
-${claim_id} = "${package}.${module}"
+"${claim_id}" = "${package}.${module}"
 
 [tool.setuptools.packages.find]
 include = ["${package}*"]
@@ -290,7 +290,7 @@ def run(spec: RunSpec, ctx: RunContext) -> dict:
                   device=ctx.device, eval_every=cfg["rounds"], eval_init=True,
                   eval_personal=False, layer_metrics=False)
     h = run_federated(model_fn, fed, Algorithm(rule=SERVER_RULES[spec.arm]), fl,
-                      checkpoint=ctx.checkpoint(spec))
+                      checkpoint=ctx.checkpoint(spec), on_round=ctx.on_round)
     return {"init_acc": float(h.test_acc[0]), "final_acc": float(h.test_acc[-1]),
             "n_test": int(len(fed.y_test)), "seconds": float(h.seconds)}
 

@@ -120,11 +120,19 @@ def pilot(claim, scale: str, grid: Mapping[str, Sequence], arms: Sequence[str],
         raise AuditError(f"a pilot needs at least 2 tuning seeds, got {n_seeds}")
     if not getattr(claim, "stochastic", False):
         raise AuditError(f"claim {claim.id!r} is exact: there is nothing to tune over seeds")
-    version = code_version() + claim.plugin_version()
+    known = [a.name for a in claim.arms]
+    unknown = [a for a in arms if a not in known]
+    if unknown or not arms:
+        raise AuditError(f"unknown arm(s) {', '.join(unknown) or '(none given)'} of "
+                         f"{claim.id!r}; arms: {', '.join(known)}")
+    version = code_version() + claim.plugin_version()  # as the runner's cache keys
+    # every grid point's config is checked before the first unit runs
+    contexts = [(point, make_context(claim, scale, seeds=list(tuning_seeds(n_seeds)),
+                                     device=device, data_dir=data_dir,
+                                     overrides={**dict(overrides or {}), **point}))
+                for point in grid_points(grid)]
     rows = []
-    for point in grid_points(grid):
-        ctx = make_context(claim, scale, seeds=list(tuning_seeds(n_seeds)), device=device,
-                           data_dir=data_dir, overrides={**dict(overrides or {}), **point})
+    for point, ctx in contexts:
         if cache.enabled and ctx.checkpoint_dir is None:
             import dataclasses
 

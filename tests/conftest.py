@@ -7,6 +7,7 @@ import pytest
 
 import toyclaim
 from audit import claims as claims_mod
+from raylock import one_ray_at_a_time
 
 pytest_plugins = ["pytester"]
 
@@ -23,3 +24,15 @@ def toy(monkeypatch, tmp_path):
     monkeypatch.delenv("AUDIT_DATA", raising=False)
     toyclaim.CALLS.clear()
     return toyclaim
+
+
+@pytest.fixture(autouse=True)
+def _one_ray_at_a_time(request, tmp_path_factory):
+    """A test marked ``ray`` that starts its own Ray instance (Flower's simulation) waits
+    for any other worker's; ``local_ray`` (tests/test_distributed.py) holds the same lock
+    for its module."""
+    if request.node.get_closest_marker("ray") is None or "local_ray" in request.fixturenames:
+        yield
+        return
+    with one_ray_at_a_time(tmp_path_factory):
+        yield

@@ -11,18 +11,20 @@ from audit.claims import AuditError  # noqa: E402
 from audit.distributed import RayBackend  # noqa: E402
 from audit.report import to_json  # noqa: E402
 from audit.runner import Cache, execute, make_context  # noqa: E402
+from raylock import one_ray_at_a_time  # noqa: E402
 
 pytestmark = pytest.mark.ray
 TESTS_DIR = str(Path(__file__).parent)
 
 
 @pytest.fixture(scope="module")
-def local_ray():
+def local_ray(tmp_path_factory):
     env = {"env_vars": {"PYTHONPATH": TESTS_DIR + os.pathsep + os.environ.get("PYTHONPATH", ""),
                         "TOY_FAIL_SEED": ""}}
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, runtime_env=env)
-    yield
-    ray.shutdown()
+    with one_ray_at_a_time(tmp_path_factory):  # no other worker's Ray meanwhile
+        ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, runtime_env=env)
+        yield
+        ray.shutdown()
 
 
 def _comparable(result):

@@ -175,6 +175,12 @@ def test_a_broken_plugin_is_one_warning_and_the_others_still_work(tmp_path, monk
         assert "'broken = extbroken_a.claim' (package broken-claims 0.1)" in err[0]
         assert "ModuleNotFoundError: No module named 'no_such_module_here'" in err[0]
         assert "'empty = extbroken_b'" in err[1] and "defines no CLAIM" in err[1]
+        # a command that reads the registry several times (run: select, then the
+        # index) still warns once per broken entry point
+        assert main(["run", "flayer-eq4-unbounded", "--out", str(tmp_path / "r"),
+                     "--quiet"]) == 0
+        assert len([e for e in capsys.readouterr().err.splitlines()
+                    if e.startswith("audit: warning: entry point")]) == 2
         with warnings.catch_warnings(record=True) as seen:
             warnings.simplefilter("always")
             reg = claims_mod.registry()

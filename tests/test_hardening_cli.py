@@ -151,6 +151,26 @@ def test_audit_report_refuses_malformed_figures_in_one_line(toy, tmp_path, capsy
     assert _tree(out) == before
 
 
+@pytest.mark.parametrize("key,value", [
+    ("settings", [{"setting": "base", "verdict": []}]), ("settings", 5),
+    ("searches", 5), ("searches", [{"question": 1}]), ("premise", {"effect": "x"}),
+    ("premise", "reproduced")], ids=["settings-verdict", "settings-number", "searches-number",
+                                     "searches-question", "premise-no-status",
+                                     "premise-string"])
+def test_audit_report_refuses_malformed_settings_searches_premise(toy, tmp_path, capsys,
+                                                                  key, value):
+    out = tmp_path / "out"
+    assert main(["run", "toy-claim", "--out", str(out), "--quiet"]) == 0
+    capsys.readouterr()
+    data = json.loads((out / "toy-claim.json").read_text())
+    data[key] = value
+    (out / "toy-claim.json").write_text(json.dumps(data))
+    before = _tree(out)
+    assert main(["report", "--out", str(out)]) == 2
+    assert repr(key) in _one_error_line(capsys)
+    assert _tree(out) == before
+
+
 # ------------------------------------------------------------------ 2. review --markdown
 def _record(arxiv: str = "2412.07062") -> dict:
     return {"arxiv_id": arxiv,
@@ -247,6 +267,26 @@ def test_write_lock_is_atomic(tmp_path, monkeypatch):
     monkeypatch.undo()
     claims_mod.write_lock("toy-claim", "full", Outcome.REFUTED, (), (0, 1), path=locks)
     assert claims_mod.read_locks(locks)["toy-claim"]["full"]["verdict"] == "REFUTED"
+
+
+def test_a_lock_file_in_a_missing_folder_or_without_flock_is_one_line(tmp_path,
+                                                                      monkeypatch):
+    import fcntl
+
+    from audit.verdict import Outcome
+
+    with pytest.raises(AuditError, match="cannot open .* to lock it"):
+        claims_mod.write_lock("toy-claim", "full", Outcome.REFUTED, (), (0, 1),
+                              path=tmp_path / "missing" / "locks.json")
+
+    def no_locks(fd, op):
+        raise OSError(37, "No locks available")
+
+    monkeypatch.setattr(fcntl, "flock", no_locks)
+    with pytest.raises(AuditError, match="cannot lock .*: No locks available"):
+        claims_mod.write_lock("toy-claim", "full", Outcome.REFUTED, (), (0, 1),
+                              path=tmp_path / "locks.json")
+    assert not (tmp_path / "locks.json").exists()
 
 
 # ------------------------------------------------------------------------ 4. --out

@@ -101,14 +101,23 @@ def test_a_sequential_lock_is_reproduced_with_its_looks(suite, pytester):
 
 
 def test_summary_and_lock_updates_survive_pytest_xdist(suite, pytester):
-    """Under ``-n 2`` the claims run in worker processes: their summary lines still reach
-    the controller (through the test reports), and two workers updating the one lock
-    file at once both land (the folder lock)."""
+    """Under ``-n 2 --dist loadfile`` two falsifier files run in two worker processes,
+    each its own claim: both summary lines reach the controller (through the test
+    reports), and both workers' lock updates land in the one lock file (the folder
+    lock: neither read-modify-write loses the other's entry)."""
     pytest.importorskip("xdist")
-    pytester.makepyfile(test_toy2=FALSIFIER.replace("def test_toy_verdict",
-                                                    "def test_toy_verdict_again"))
-    result = suite(None, "-n", "2", "--audit-seeds", "0,1,2", "--audit-update-locks")
+    pytester.makepyfile(toy2=("import dataclasses\n"
+                              "from toyclaim import CLAIM as _TOY, analyse, run  # noqa\n"
+                              "CLAIM = dataclasses.replace(_TOY, id='toy-claim-2')\n"))
+    pytester.makeconftest(CONFTEST + 'c.CLAIM_MODULES = c.CLAIM_MODULES + ("toy2",)\n')
+    pytester.makepyfile(test_toy2=FALSIFIER.replace("toy-claim", "toy-claim-2")
+                        .replace("def test_toy_verdict", "def test_toy2_verdict"))
+    result = suite(None, "-n", "2", "--dist", "loadfile", "--audit-seeds", "0,1,2",
+                   "--audit-update-locks")
     result.assert_outcomes(passed=2)
-    result.stdout.fnmatch_lines(["*audit verdicts*",
-                                 "toy-claim*CONFIRMED*seeds=[[]0, 1, 2[]]"])
-    assert json.loads(suite.locks.read_text())["toy-claim"]["smoke"]["verdict"] == "CONFIRMED"
+    result.stdout.fnmatch_lines_random(["*audit verdicts*",
+                                        "toy-claim *CONFIRMED*seeds=[[]0, 1, 2[]]",
+                                        "toy-claim-2 *CONFIRMED*seeds=[[]0, 1, 2[]]"])
+    locks = json.loads(suite.locks.read_text())
+    assert {k: v["smoke"]["verdict"] for k, v in locks.items()} == {
+        "toy-claim": "CONFIRMED", "toy-claim-2": "CONFIRMED"}

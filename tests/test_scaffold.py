@@ -86,7 +86,7 @@ def test_new_refuses_to_overwrite_and_keeps_existing_package_files(tmp_path, cap
     said = capsys.readouterr().out
     assert (out / "pyproject.toml").read_text() == "[project]\nname = 'mine'\n"
     assert f"kept  {out / 'pyproject.toml'} (exists)" in said
-    assert f'{CLAIM_ID} = "{PKG}.{MODULE}"' in said  # the entry point to add
+    assert f'"{CLAIM_ID}" = "{PKG}.{MODULE}"' in said  # the entry point to add
     module = out / PKG / f"{MODULE}.py"
     module.write_text("# edited by hand\n")
     assert main(["new", CLAIM_ID, "--paper", "2401.01234", "--out-dir", str(out)]) == 2
@@ -108,6 +108,17 @@ def test_new_refuses_bad_input_in_one_line(tmp_path, capsys, claim_id, paper, me
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and message in err[0]
     assert not (tmp_path / "o").exists()
+
+
+def test_a_dotted_claim_id_is_one_entry_point_name(tmp_path, capsys):
+    """A safe id may hold dots; TOML would read a bare dotted key as nested tables, so the
+    generated pyproject quotes it and the entry point keeps the whole id."""
+    out = tmp_path / "dotted"
+    assert main(["new", "demo.v2-step", "--paper", "2401.01234", "--out-dir", str(out)]) == 0
+    capsys.readouterr()
+    meta = tomllib.loads((out / "pyproject.toml").read_text())
+    points = meta["project"]["entry-points"]["audit.claims"]
+    assert list(points) == ["demo.v2-step"] and isinstance(points["demo.v2-step"], str)
 
 
 def test_arxiv_forms():

@@ -73,7 +73,12 @@ def test_disagreeing_settings_reach_the_headline_and_the_index(data, tmp_path, t
                           "why": "the deeper model"}]
     md = report.render_markdown(split)
     assert ("**Settings disagree**: base: REFUTED (base); cnn2: CONFIRMED (closest to the "
-            "paper). The verdict is read at **cnn2**: the deeper model") in md
+            "paper). Closest to the paper's setting: **cnn2**: the deeper model.") in md
+    same = copy.deepcopy(split)
+    same["settings"][0].update(closest_to_paper=True, why="the deepest")
+    same["settings"][1].update(closest_to_paper=False)
+    assert "decided on the base setting, which is also the one closest to the paper's: " \
+        "the deepest." in report.render_markdown(same)
     report.write_data(split, tmp_path)
     text = report.write_index(tmp_path, claims.registry()).read_text()
     assert "(settings split)" in text
@@ -152,8 +157,12 @@ def test_pilot_refuses_bad_input(toy, tmp_path):
     cache = Cache(tmp_path / "c")
     with pytest.raises(AuditError, match="at least 2 tuning seeds"):
         pilot(claim, "smoke", {}, ["base"], "score", n_seeds=1, cache=cache)
-    with pytest.raises(AuditError, match="no units of arm"):
-        pilot(claim, "smoke", {}, ["nope"], "score", cache=cache)
+    with pytest.raises(AuditError, match="unknown arm"):
+        pilot(claim, "smoke", {}, ["base", "nope"], "score", cache=cache)
+    toy.CALLS.clear()
+    with pytest.raises(AuditError, match="noise must not be negative"):  # the 2nd point
+        pilot(claim, "smoke", {"noise": [0.05, -1.0]}, ["base"], "score", cache=cache)
+    assert toy.CALLS == []  # refused before the first point ran
     with pytest.raises(AuditError, match="no metric 'nope'"):
         pilot(claim, "smoke", {}, ["base"], "nope", cache=cache)
     with pytest.raises(AuditError, match="no config key"):

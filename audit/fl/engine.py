@@ -286,10 +286,13 @@ def _run(model_fn, fed: FederatedData, alg: Algorithm, cfg: FLConfig, reference_
         if callback is not None:
             callback(r, cfg.rounds)
     if checkpoint:
+        import contextlib
         import os
 
-        if os.path.exists(checkpoint):
-            os.remove(checkpoint)  # finished: the result is cached by the runner
+        # finished: the result is cached by the runner; another process that ran the same
+        # unit at the same time (two sweeps, two test workers) may have removed it already
+        with contextlib.suppress(FileNotFoundError):
+            os.remove(checkpoint)
 
     keys = ["rounds", "test_acc", "test_loss", "personal_acc", "personal_loss", "client_acc",
             "val_acc", "layer_norm", "layer_zero_frac", "layer_cos_ref", "algo"]
