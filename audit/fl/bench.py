@@ -40,6 +40,7 @@ sequential local SGD on the engine's minibatch order), after the timed repeats:
     flower_accuracy        global test accuracy of Flower's final model
     flower_max_abs_diff    max |our final model - Flower's| over all coordinates
     flower_version, flower_supernodes, flower_client_cpus
+    flower_clients_per_round  clients Flower sampled in each round (all 20 in every one)
 Both paths are warmed up on one round first (lazy imports, allocator), so that the
 timed numbers compare steady-state loops, and run under the same thread count.
 
@@ -264,12 +265,17 @@ def _against_flower(device: str, ours: dict, mine: dict, rounds: int | None) -> 
                    device=device, fast=False)
     res = flower.simulate(flower.AuditStrategy("fedavg"), _model, reference_workload, cfg,
                           num_supernodes=WORKLOAD["n_clients"], num_cpus=1.0)
+    per_round = [res.clients_per_round.get(r) for r in range(1, rounds + 1)]
+    if any(c != WORKLOAD["n_clients"] for c in per_round):  # not the engine's workload
+        raise RuntimeError(f"Flower sampled {per_round} clients in its rounds, not all "
+                           f"{WORKLOAD['n_clients']}: the comparison would be meaningless")
     diff = max(float((mine[k].cpu().double() - res.final_state[k].double()).abs().max())
                for k in mine)
     return {"flower_seconds": res.seconds, "flower_rounds_seconds": res.rounds_seconds,
             "flower_ratio": res.seconds / ours["seconds"], "flower_accuracy": res.accuracy,
             "flower_max_abs_diff": diff, "flower_version": flwr.__version__,
-            "flower_supernodes": WORKLOAD["n_clients"], "flower_client_cpus": 1.0}
+            "flower_supernodes": WORKLOAD["n_clients"], "flower_client_cpus": 1.0,
+            "flower_clients_per_round": per_round}
 
 
 if __name__ == "__main__":  # python -m audit.fl.bench

@@ -25,10 +25,18 @@ Public API
   node runs the client side of an engine ``Algorithm`` (``client_init``, the engine's
   own sequential local SGD ``_Trainer.train_one``, ``update_client_state``, ``upload``)
   on partition ``node_config["partition-id"]`` of ``data_fn()``.
-- ``server_app(strategy, model_fn, config, data_fn=None) -> (ServerApp, FlowerOutcome)``:
-  starts from the engine's initial model (``model_fn()`` under ``manual_seed(seed)``),
-  runs ``config.rounds`` rounds of ``strategy`` and fills the outcome (final state,
-  global test accuracy on ``data_fn()``'s test set, seconds).
+- ``server_app(strategy, model_fn, config, data_fn=None, num_nodes=None) ->
+  (ServerApp, FlowerOutcome)``: starts from the engine's initial model (``model_fn()``
+  under ``manual_seed(seed)``), waits until ``num_nodes`` nodes are connected (default:
+  ``data_fn()``'s client count), runs ``config.rounds`` rounds of ``strategy`` and fills
+  the outcome (final state, global test accuracy on ``data_fn()``'s test set, seconds,
+  clients sampled per round).
+
+  The wait matters: Flower's simulation registers its supernodes while the ServerApp
+  already runs, and FedAvg sizes a round's sample from the nodes connected at that
+  moment (at least ``min_train_nodes``, 2 by default). On a busy machine the first
+  round could otherwise train 2 of 20 clients, and the run would silently differ from
+  the engine's.
 - ``simulate(...) -> FlowerOutcome``: the two above through ``flwr.simulation.run_simulation``.
 - ``upload_content(upload, partition_id)`` / ``upload_of(content)``: the wire format.
 
@@ -203,6 +211,7 @@ class AuditStrategy(FedAvg):
         kwargs.setdefault("fraction_evaluate", 0.0)
         super().__init__(**kwargs)
         self._prev: Optional[dict] = None
+        self.sampled: dict[int, int] = {}  # server round -> clients sent a train message
 
     def configure_train(self, server_round, arrays, config, grid):
         """Flower FedAvg's, remembering the global state the round starts from."""
@@ -210,6 +219,7 @@ class AuditStrategy(FedAvg):
         self._prev_digest = state_digest(self._prev)
         messages = list(super().configure_train(server_round, arrays, config, grid))
         self._sent = len(messages)
+        self.sampled[server_round] = len(messages)
         return messages
 
     def uploads(self, server_round: int, replies) -> list[Upload]:
@@ -397,17 +407,46 @@ class FlowerOutcome:
     rounds_seconds: Optional[float] = None  # the strategy's rounds, inside the ServerApp
     seconds: Optional[float] = None  # the whole run_simulation call (simulate only)
     train_metrics: dict = field(default_factory=dict, repr=False)
+    clients_per_round: dict = field(default_factory=dict)  # round -> clients sampled
+
+
+NODE_WAIT_SECONDS = 300.0  # how long server_app waits for the nodes to connect
+
+
+def wait_for_nodes(grid: Grid, n: int, timeout: float = NODE_WAIT_SECONDS,
+                   poll: float = 0.05) -> int:
+    """Block until ``grid`` lists at least ``n`` nodes; their count. ``RuntimeError``
+    after ``timeout`` seconds (a simulation started with fewer supernodes than clients)."""
+    waited = 0.0
+    while (have := len(list(grid.get_node_ids()))) < n:
+        if waited >= timeout:
+            raise RuntimeError(f"only {have} of {n} Flower nodes connected after "
+                               f"{timeout:.0f} s (num_supernodes smaller than the client "
+                               f"count?)")
+        time.sleep(poll)
+        waited += poll
+    return have
 
 
 def server_app(strategy: FedAvg, model_fn: Callable[[], nn.Module], config: FLConfig,
-               data_fn: Optional[Callable[[], FederatedData]] = None):
+               data_fn: Optional[Callable[[], FederatedData]] = None,
+               num_nodes: Optional[int] = None):
     """``(ServerApp, FlowerOutcome)``: ``config.rounds`` rounds of ``strategy`` from the
-    engine's initial model; at the end, the global test accuracy on ``data_fn()``."""
+    engine's initial model, once ``num_nodes`` nodes (default: ``data_fn()``'s client
+    count; no wait without either) are connected; at the end, the global test accuracy
+    on ``data_fn()``."""
+    if num_nodes is not None and (isinstance(num_nodes, bool) or not isinstance(num_nodes, int)
+                                  or num_nodes < 1):
+        raise ValueError(f"num_nodes must be a positive int, not {num_nodes!r}")
     outcome = FlowerOutcome()
     app = ServerApp()
 
     @app.main()
     def main(grid: Grid, context: Context) -> None:
+        fed = data_fn() if data_fn is not None else None
+        n = num_nodes if num_nodes is not None else (fed.n_clients if fed is not None else 0)
+        if n:
+            wait_for_nodes(grid, n)
         init = initial_state(model_fn, config.seed)
         t0 = time.perf_counter()
         result = strategy.start(grid=grid, initial_arrays=_record(init),
@@ -416,8 +455,8 @@ def server_app(strategy: FedAvg, model_fn: Callable[[], nn.Module], config: FLCo
         final = result.arrays.to_torch_state_dict()
         outcome.final_state = final
         outcome.train_metrics = dict(result.train_metrics_clientapp)
-        if data_fn is not None:
-            fed = data_fn()
+        outcome.clients_per_round = dict(getattr(strategy, "sampled", {}))
+        if fed is not None:
             outcome.accuracy, outcome.loss = evaluate(model_fn(), final, fed.x_test,
                                                       fed.y_test)
 
@@ -438,7 +477,7 @@ def simulate(strategy: FedAvg, model_fn: Callable[[], nn.Module],
     from flwr.simulation import run_simulation
 
     n = num_supernodes or data_fn().n_clients
-    server, outcome = server_app(strategy, model_fn, config, data_fn)
+    server, outcome = server_app(strategy, model_fn, config, data_fn, num_nodes=n)
     client = client_app(model_fn, data_fn, config, algorithm)
     logger = logging.getLogger("flwr")
     level = logger.level
