@@ -95,15 +95,14 @@ def settings_line(settings) -> str | None:
                       for s in settings)
     closest = next((s for s in settings if s.get("closest_to_paper")), None)
     base = next((s for s in settings if s.get("base")), None)
+    reason = str(closest.get("why", "")).rstrip(". ") if closest is not None else ""
     if closest is not None and closest is base:
         why = (f" The verdict is decided on the base setting, which is also the one closest "
-               f"to the paper's: {closest.get('why', '')}.")
+               f"to the paper's: {reason}.")
     elif closest is not None:
-        why = (f" Closest to the paper's setting: **{closest.get('setting')}**: "
-               f"{closest.get('why', '')}.")
+        why = f" Closest to the paper's setting: **{closest.get('setting')}**: {reason}."
     else:
         why = ""
-    why = why.replace(".. ", ". ").replace("..", ".")
     return f"**Settings disagree**: {cells}.{why}"
 
 
