@@ -34,7 +34,7 @@ from flwr.server.strategy.aggregate import aggregate as flower_aggregate  # noqa
 from flwr.serverapp.strategy import FedAvg as FlowerFedAvg  # noqa: E402
 from flwr.serverapp.strategy.strategy_utils import aggregate_arrayrecords  # noqa: E402
 from flwr.supercore.task_identity import TaskIdentity  # noqa: E402
-from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import HealthCheck, example, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 from hypothesis.extra import numpy as hnp  # noqa: E402
 
@@ -102,12 +102,17 @@ def _close(ours, theirs, client_arrays):
         assert np.all(np.abs(ours.astype(np.float64) - theirs) <= 0.5 + 1e-9)
         return
     scale = max([float(np.abs(a.astype(np.float64)).max(initial=0.0)) for a in client_arrays])
-    tol = (len(client_arrays) + 2) * float(np.finfo(dtype).eps) * scale
+    # each rounding moves a result by at most an ulp: eps * |x| for normal numbers, and
+    # the fixed subnormal spacing below the normal range (float16's starts at 6.1e-5)
+    info = np.finfo(dtype)
+    tol = (len(client_arrays) + 2) * (float(info.eps) * scale + float(info.smallest_subnormal))
     assert np.all(np.abs(ours.astype(np.float64) - theirs) <= tol + 1e-300)
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(_fedavg_inputs())
+@example(([281, 218, 1000], [[np.array(1e-05, np.float16), np.array(0.0, np.float16),
+                              np.array(0.0, np.float16)]]))  # a float16 subnormal (CI)
 def test_fedavg_equals_flowers_aggregate(inp):
     weights, tensors = inp
     ours = _ours(weights, tensors)
