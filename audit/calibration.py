@@ -19,6 +19,9 @@ Paths simulated:
   the other half (the matrix shows how much);
 * the same rule run over the looks of a :class:`audit.sequential.Plan`
   (:func:`sequential_rates`), stopping at the first decided look;
+* the futility stop (:func:`futility_rates`): a part gated by the premise, the plan
+  stopping where the premise is decided not reproduced; how often a real effect is
+  stopped as "not reproduced", and how often the gated part is falsely decided;
 * composites (:func:`any_of_rates`, :func:`best_of_rates`): k alternatives compared with
   one shared arm, the claim decided by any comparison (at alpha / k each) or by the best
   arm picked on the same data.
@@ -154,6 +157,47 @@ def sequential_rates(plan: Plan, dist: str, rng: np.random.Generator, reps: int 
     return out
 
 
+def futility_rates(plan: Plan, dist: str, rng: np.random.Generator, reps: int = 20000,
+                   alpha: float = 0.05) -> list[Rate]:
+    """The sequential plan with a futility stop (``audit.runner.stop_reason``): one part
+    gated by the premise (decided only at a look where the premise is SUPPORTED), the
+    plan stopping at the first look where the part is decided with the premise
+    reproduced, or where the premise is FALSIFIED (not reproduced), else at the cap.
+    Both rules run at the look's share of alpha.
+
+    * a real effect stopped as "not reproduced": the premise's true difference is +d
+      (the paper's effect as large as the margin) and the part never settles the run
+      (its difference is pure noise around the margin);
+    * false SUPPORTED of the gated part: the part's difference sits at its null (the
+      margin), the premise clearly reproduced (+3 SD), so the gate is open at every look.
+    """
+    sd, d = _scales(dist, rng)
+    fr = plan.fractions()
+    out = []
+    for premise_truth, err in ((d, "false 'premise not reproduced' (premise at +d)"),
+                               (3.0 * sd, "false SUPPORTED of the gated part (null)")):
+        P = draw(dist, (reps, plan.cap), rng, premise_truth, sd)
+        Q = draw(dist, (reps, plan.cap), rng, 0.0, sd)
+        futile = np.zeros(reps, dtype=bool)
+        part = np.full(reps, stats.INCONCLUSIVE, dtype=np.int8)
+        open_ = np.ones(reps, dtype=bool)
+        for n, f in zip(plan.looks, fr):
+            idx = np.flatnonzero(open_)
+            p = stats.three_way_codes(P[idx, :n], margin=0.0, equivalence_margin=d,
+                                      alpha=alpha * f).codes
+            q = stats.three_way_codes(Q[idx, :n], margin=0.0, equivalence_margin=d,
+                                      alpha=alpha * f).codes
+            stop_futile = p == stats.FALSIFIED
+            stop_decided = (p == stats.SUPPORTED) & (q != stats.INCONCLUSIVE)
+            futile[idx[stop_futile]] = True
+            part[idx[stop_decided]] = q[stop_decided]
+            open_[idx[stop_futile | stop_decided]] = False
+        bad = futile if premise_truth == d else (part == stats.SUPPORTED)
+        out.append(Rate(f"futility stop {plan.spending} {list(plan.looks)}", dist,
+                        f"<= {plan.cap}", err, float(np.mean(bad)), alpha, reps))
+    return out
+
+
 def any_of_rates(k: int, n: int, dist: str, rng: np.random.Generator, reps: int = 20000,
                  alpha: float = 0.05) -> list[Rate]:
     """k alternatives each compared with one shared arm at alpha / k (Bonferroni), the
@@ -205,6 +249,7 @@ def matrix(reps: int = 20000, seed: int = 20261201, ns=NS,
                 from audit.sequential import plan
 
                 out += sequential_rates(plan(cap, spending=shape), dist, rng, reps)
+                out += futility_rates(plan(cap, spending=shape), dist, rng, reps)
         out += any_of_rates(4, 5, dist, rng, reps)
         out += any_of_rates(4, 20, dist, rng, reps)
         out += best_of_rates(3, 5, dist, rng, reps)

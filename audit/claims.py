@@ -129,6 +129,13 @@ class RunContext:
     # the runner: a checkpoint's key carries it as the run cache's key does
     plugin_version: str = field(default="", compare=False, repr=False)
 
+    def cache_version(self) -> str:
+        """The code version every key of this run carries (run cache, checkpoints, stored
+        estimates): the package's source hash plus the claim's plugin version."""
+        from audit.runner import code_version
+
+        return code_version() + self.plugin_version
+
     def checkpoint(self, spec: "RunSpec") -> str | None:
         """A checkpoint file for one unit (engine runs save and resume there), or None.
 
@@ -141,10 +148,10 @@ class RunContext:
             return None
         import hashlib
 
-        from audit.runner import code_version, data_identity
+        from audit.runner import data_identity
 
         key = json.dumps([spec.to_dict(), self.scale, dict(self.config), self.device,
-                          code_version() + self.plugin_version, data_identity(self)],
+                          self.cache_version(), data_identity(self)],
                          sort_keys=True, default=str)
         folder = Path(self.checkpoint_dir) / self.claim_id
         folder.mkdir(parents=True, exist_ok=True)

@@ -6,7 +6,7 @@
     audit report [--out DIR]
     audit verify [--scale S] [ID...]
     audit bench [--device D] [--against flower]
-    audit estimate ID... [--scale S] [--device D] [--data-dir PATH] [--rounds 1,2]
+    audit estimate ID... [--scale S] [--device D] [--data-dir PATH] [--rounds R1,R2]
               [--arms a,b]   (time a few rounds, extrapolate the whole claim)
     audit review PATH... [--json] [--markdown]
     audit new CLAIM_ID --paper ARXIV_ID [--out-dir DIR] [--package NAME]
@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import warnings
 from pathlib import Path
@@ -145,8 +146,9 @@ def _parser() -> argparse.ArgumentParser:
     es.add_argument("--seeds", type=int, help="seeds the estimate counts (0..N-1)")
     es.add_argument("--device", default="cpu", help="cpu, cuda or cuda:N")
     es.add_argument("--data-dir", help="local dataset root (or set AUDIT_DATA)")
-    es.add_argument("--rounds", type=_round_pair, default=(1, 2),
-                    help="the two round counts timed, e.g. 1,3 (default 1,2)")
+    es.add_argument("--rounds", type=_round_pair, default=None,
+                    help="the two round counts timed, e.g. 1,3 (default: about R/6 of "
+                         "the scale's R rounds, at most 10, and a third of that)")
     es.add_argument("--arms", type=lambda v: [a for a in v.split(",") if a],
                     help="time only these arms (the others take their mean)")
     es.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
@@ -290,7 +292,8 @@ def _execute_all(args, write_reports: bool, unlocked: list | None = None):
 
             def say(look, cid=claim.id):
                 print(f"{cid}: look {look['look']} at n = {look['n']} seeds: "
-                      f"{look['verdict']}" + (" (decided)" if look["decided"] else ""),
+                      f"{look['verdict']}" + (f" ({look['stop_reason']})"
+                                               if look["decided"] else ""),
                       file=sys.stderr)
 
             res = execute_sequential(claim, ctx, plan, cache=cache, progress=not args.quiet,
@@ -326,13 +329,19 @@ class _Eta:
         from audit.estimate import seconds_per_seed
 
         root = cache.root if cache.enabled else None
+        # a local Ray instance runs one unit per core at once (a cluster's size is not
+        # known here: the ratio measured after the first claim corrects the line)
+        workers = 1
+        if getattr(args, "backend", "local") == "ray" and not getattr(args, "ray_address",
+                                                                     None):
+            workers = max(1, os.cpu_count() or 1)
         # no line before the first estimate: a bad input (a missing dataset) found while
         # timing is then the one error line, before anything ran or was written
         for claim, ctx in contexts:
             if ctx is None:
                 continue
             per = seconds_per_seed(claim, ctx, root, progress=lambda m: print(
-                m, file=sys.stderr))
+                m, file=sys.stderr)) / workers
             plan = plans.get(claim.id)
             n = max(1, len(ctx.seeds))
             first, cap = (plan.looks[0], plan.looks[-1]) if plan is not None else (n, n)

@@ -282,7 +282,7 @@ def render_markdown(data: Mapping, figure_dir: str | None = None) -> str:
     if looks:
         last = looks[-1]
         lines += [f"Sequential seeds: stopped at look {last['look']} of the plan, n = "
-                  f"{last['n']} seeds ({'decided' if last['decided'] else 'the cap'}).", ""]
+                  f"{last['n']} seeds ({_stop_text(last)}).", ""]
     lines += [f"Paper: {paper['short']}, arXiv {paper['arxiv_id']}v{paper['version']} "
               f"({paper['title']}). Reviewer's claim (our paraphrase of "
               f"`{data['record']['file']}`, fields "
@@ -309,9 +309,12 @@ def render_markdown(data: Mapping, figure_dir: str | None = None) -> str:
         if data.get("plan"):
             lines += [f"Plan: {data['plan'].get('describe', '')}.", ""]
         part_ids = [p["id"] for p in data["parts"]]
-        lines += [_table(["look", "n", "alpha share", "verdict"] + part_ids,
+        has_premise = any(lk.get("premise") for lk in looks)
+        lines += [_table(["look", "n", "alpha share", "verdict"]
+                         + (["premise"] if has_premise else []) + part_ids,
                          [[lk["look"], lk["n"], _fmt(lk["alpha_fraction"], 3),
                            lk["verdict"] + (" (stop)" if lk.get("stopped") else "")]
+                          + ([lk.get("premise") or ""] if has_premise else [])
                           + [lk.get("parts", {}).get(i, "") for i in part_ids]
                           for lk in looks]), ""]
 
@@ -562,6 +565,15 @@ def _stability_cell(data: Mapping) -> str:
     elif st.get("flip") is not None:
         bits.append(f"flip {_fmt(st['flip'], 3)}")
     return ", ".join(bits) or "exact"
+
+
+def _stop_text(look: Mapping) -> str:
+    """Why the plan stopped at ``look`` (older reports have no ``stop_reason``)."""
+    reason = look.get("stop_reason") or ("decided" if look.get("decided") else "cap")
+    if reason == "premise not reproduced":
+        return ("futility: the paper's own effect was decided not reproduced, and every "
+                "part still open explains it")
+    return "decided" if reason == "decided" else "the cap"
 
 
 def _looks_cell(data: Mapping) -> str:

@@ -540,7 +540,7 @@ def execute(claim: Claim | PendingClaim, ctx: RunContext, *, cache: Cache,
     t0 = time.perf_counter()
     # a plugin's own source too, in the cache's and the checkpoints' keys alike
     ctx = dataclasses.replace(ctx, plugin_version=claim.plugin_version())
-    version = code_version() + ctx.plugin_version
+    version = ctx.cache_version()
     if cache.enabled and ctx.checkpoint_dir is None:  # long runs checkpoint beside the cache
         ctx = dataclasses.replace(ctx, checkpoint_dir=str(cache.root / "checkpoints"))
     specs = claim.unit_specs(ctx)
@@ -796,6 +796,27 @@ def with_stability(claim: Claim, results: Mapping[RunSpec, Mapping], ctx: RunCon
 
 
 # ------------------------------------------------------------------------- sequential
+#: why a look stopped the plan before the cap
+STOP_DECIDED = "decided"
+STOP_PREMISE = "premise not reproduced"
+
+
+def stop_reason(claim: Claim, verdict: Verdict) -> str | None:
+    """Whether a look's verdict ends the sequential plan: ``"decided"`` when every part
+    entering the claim's verdict is decided; ``"premise not reproduced"`` when the
+    premise is decided not reproduced and every entering part still undecided is gated by
+    it (none of them can be decided while the premise stands); None to go on."""
+    entering = claim.combination.entering(verdict.parts)
+    open_ = [p for p in entering if p.verdict == Outcome.INCONCLUSIVE]
+    if not open_:
+        return STOP_DECIDED
+    premise = verdict.premise
+    if premise is not None and premise.status == "not reproduced" and all(
+            p.gated for p in open_):
+        return STOP_PREMISE
+    return None
+
+
 def execute_sequential(claim: Claim, ctx: RunContext, plan, *, cache: Cache,
                        progress: bool = True, backend: Any = None,
                        runner: Callable | None = None, command: str = "",
@@ -804,7 +825,15 @@ def execute_sequential(claim: Claim, ctx: RunContext, plan, *, cache: Cache,
     first ``plan.looks[k]`` seeds of ``ctx.seeds`` (or 0..cap-1) are analysed with every
     rule's alpha times the look's share; stop at the first look where every part that
     enters the verdict is decided, or at the cap. Units finished at an earlier look come
-    from the cache. The result is the stopping look's, with every look recorded."""
+    from the cache. The result is the stopping look's, with every look recorded.
+
+    A look also stops the plan when the paper's own effect (the premise) is decided *not
+    reproduced* there and every entering part still undecided is gated by it
+    (``Part.gated``): a futility stop. The premise's three-way rule ran at the look's
+    share of alpha like every other rule, so this is one more decision covered by the
+    plan's spending (the union bound holds for any stopping rule); it can only end a run
+    INCONCLUSIVE, never add a CONFIRMED or REFUTED (``audit.calibration.futility_rates``
+    measures both error rates)."""
     pool = tuple(ctx.seeds) if len(ctx.seeds) >= plan.cap else tuple(range(plan.cap))
     looks: list[dict] = []
     t0 = time.perf_counter()
@@ -816,16 +845,18 @@ def execute_sequential(claim: Claim, ctx: RunContext, plan, *, cache: Cache,
                       runner=runner, command=command)
         computed += res.computed
         cached += res.cached
-        entering = claim.combination.entering(res.verdict.parts)
-        decided = all(p.verdict != Outcome.INCONCLUSIVE for p in entering)
+        stop = stop_reason(claim, res.verdict)
+        premise = res.verdict.premise
         looks.append({"look": k + 1, "n": n, "seeds": [int(s) for s in pool[:n]],
                       "alpha_fraction": float(share), "verdict": res.verdict.verdict.value,
                       "parts": {p.id: p.verdict.value for p in res.verdict.parts},
-                      "decided": bool(decided),
-                      "stopped": bool(decided or n == plan.cap)})
+                      "premise": premise.status if premise is not None else None,
+                      "decided": stop is not None, "stop_reason": stop or (
+                          "cap" if n == plan.cap else None),
+                      "stopped": bool(stop is not None or n == plan.cap)})
         if on_look is not None:
             on_look(looks[-1])
-        if decided:
+        if stop is not None:
             break
     verdict = dataclasses.replace(res.verdict, looks=tuple(looks))
     return dataclasses.replace(res, verdict=verdict, runtime_s=time.perf_counter() - t0,

@@ -14,7 +14,8 @@ rule's alpha from a Lan-DeMets spending function of the information fraction t =
 Look k runs every rule at ``alpha * (alpha(t_k) - alpha(t_{k-1})) / alpha``: the shares
 add up to 1, so by the union bound the chance that ANY look makes a false decision is at
 most alpha whatever the stopping rule (stop at the first look where every part that
-enters the verdict is decided, or at the cap). This is conservative (it ignores the
+enters the verdict is decided, or where the premise is decided not reproduced and every
+open part is gated by it, or at the cap). This is conservative (it ignores the
 correlation between looks); the calibration matrix (``tests/test_calibration.py``)
 measures how conservative, and that every error rate stays within its level.
 
@@ -79,8 +80,10 @@ class Plan:
         return (f"looks at {', '.join(str(n) for n in self.looks)} seeds (planned before "
                 f"the run), {self.spending} alpha spending (Lan-DeMets shape, spent as "
                 f"shares of every rule's alpha: {shares}); stop at the first look where "
-                f"every part that enters the verdict is decided, else at the cap of "
-                f"{self.cap} seeds")
+                f"every part that enters the verdict is decided, or where the paper's "
+                f"own effect (the premise) is decided not reproduced and every part "
+                f"still open is gated by it (a futility stop: it ends INCONCLUSIVE), "
+                f"else at the cap of {self.cap} seeds")
 
     def to_dict(self) -> dict:
         return {"looks": list(self.looks), "spending": self.spending,

@@ -114,7 +114,7 @@ def pilot(claim, scale: str, grid: Mapping[str, Sequence], arms: Sequence[str],
     ``contrast``: two groups (arm names, or "arm/setting" for claims with several units an
     arm and seed) whose paired per-seed difference is summarised per candidate. Returns
     one :class:`PilotRow` per grid point; the caller writes the :class:`Search` record."""
-    from audit.runner import code_version, data_identity, make_context
+    from audit.runner import data_identity, make_context
 
     if n_seeds < 2:
         raise AuditError(f"a pilot needs at least 2 tuning seeds, got {n_seeds}")
@@ -125,7 +125,6 @@ def pilot(claim, scale: str, grid: Mapping[str, Sequence], arms: Sequence[str],
     if unknown or not arms:
         raise AuditError(f"unknown arm(s) {', '.join(unknown) or '(none given)'} of "
                          f"{claim.id!r}; arms: {', '.join(known)}")
-    version = code_version() + claim.plugin_version()  # as the runner's cache keys
     # every grid point's config is checked before the first unit runs
     contexts = [(point, make_context(claim, scale, seeds=list(tuning_seeds(n_seeds)),
                                      device=device, data_dir=data_dir,
@@ -144,7 +143,7 @@ def pilot(claim, scale: str, grid: Mapping[str, Sequence], arms: Sequence[str],
         data = data_identity(ctx)
         values: dict[str, dict[int, float]] = {}
         for k, spec in enumerate(specs):
-            material = cache.key_material(claim.id, spec, ctx, version, data)
+            material = cache.key_material(claim.id, spec, ctx, ctx.cache_version(), data)
             result = cache.load(material)
             if result is None:
                 result = claim.run(spec, ctx)

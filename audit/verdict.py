@@ -116,6 +116,8 @@ class Part:
     tested by driving the rule to each). ``flip``: for an experiment decided by a paired
     comparison, the smallest change of one seed's metric that would change the decisive
     test (in ``unit``); ``resolution``: the metric's smallest step (one test example).
+    ``gated``: the part explains the paper's effect and went through
+    :func:`premise_gate` (it can be decided only where the premise is reproduced).
     """
 
     id: str
@@ -128,6 +130,7 @@ class Part:
     flip: float | None = None
     resolution: float | None = None
     unit: str = ""
+    gated: bool = False
 
     @property
     def fragile(self) -> bool:
@@ -140,7 +143,7 @@ class Part:
                 "reason": self.reason, "needs": self.needs, "kind": self.kind,
                 "reachable": list(self.reachable), "flip": _clean(self.flip),
                 "resolution": _clean(self.resolution), "unit": self.unit,
-                "fragile": self.fragile}
+                "fragile": self.fragile, "gated": self.gated}
 
     @classmethod
     def from_dict(cls, d: Mapping) -> "Part":
@@ -148,7 +151,8 @@ class Part:
                    reason=d.get("reason", ""), needs=d.get("needs", ""),
                    kind=d.get("kind", "experiment"),
                    reachable=tuple(d.get("reachable", ALL_OUTCOMES)),
-                   flip=d.get("flip"), resolution=d.get("resolution"), unit=d.get("unit", ""))
+                   flip=d.get("flip"), resolution=d.get("resolution"), unit=d.get("unit", ""),
+                   gated=bool(d.get("gated", False)))
 
 
 PREMISE_STATUSES = ("reproduced", "not reproduced", "undecided")
@@ -191,8 +195,13 @@ class Premise:
 def premise_gate(part: Part, premise: Premise | None) -> Part:
     """A part that explains the paper's effect is INCONCLUSIVE where the effect is not
     reproduced at the run's scale, whatever its own comparison says (STATISTICS.md,
-    "Premise first"). The comparison's outcome stays in the reason."""
-    if premise is None or premise.reproduced or part.verdict == Outcome.INCONCLUSIVE:
+    "Premise first"). The comparison's outcome stays in the reason. The part is marked
+    ``gated`` whatever the premise says, so the sequential plan knows that a premise shown
+    not reproduced leaves it nothing to decide (``audit.runner.execute_sequential``)."""
+    if premise is None:
+        return part
+    part = replace(part, gated=True)
+    if premise.reproduced or part.verdict == Outcome.INCONCLUSIVE:
         return part
     return replace(part, verdict=Outcome.INCONCLUSIVE,
                    reason=(f"premise not reproduced at this scale ({premise.effect}: "

@@ -36,6 +36,17 @@ def test_sequential_looks_hold_the_level(dist, shape):
 
 
 @pytest.mark.parametrize("dist", cal.DISTRIBUTIONS)
+@pytest.mark.parametrize("shape", ["pocock", "obrien-fleming"])
+def test_the_futility_stop_holds_the_level(dist, shape):
+    rng = np.random.default_rng([13, cal.DISTRIBUTIONS.index(dist)])
+    rates = [r for cap in (10, 20, 40)
+             for r in cal.futility_rates(plan(cap, spending=shape), dist, rng, REPS)]
+    assert len(rates) == 6
+    bad = [r for r in rates if not r.ok]
+    assert not bad, cal.table(bad)
+
+
+@pytest.mark.parametrize("dist", cal.DISTRIBUTIONS)
 def test_composites_hold_the_level(dist):
     rng = np.random.default_rng([11, cal.DISTRIBUTIONS.index(dist)])
     rates = (cal.any_of_rates(4, 5, dist, rng, REPS) + cal.any_of_rates(4, 20, dist, rng, REPS)

@@ -118,7 +118,8 @@ def test_set_overrides_a_config_value_and_the_report_says_how(toy, tmp_path):
     assert main(["run", "toy-claim", "--out", str(out), "--quiet", "--set", "effect=0.0",
                  "--set", "noise=0.5"]) == 0
     data = json.loads((out / "toy-claim.json").read_text())
-    assert data["config"] == {"effect": 0.0, "noise": 0.5, "equivalence_margin": 0.05}
+    assert data["config"] == {"effect": 0.0, "noise": 0.5, "equivalence_margin": 0.05,
+                              "gated": False}
     assert data["command"].endswith("--set effect=0.0 --set noise=0.5")
 
 

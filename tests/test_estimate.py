@@ -5,7 +5,7 @@ import pytest
 
 from audit import claims
 from audit.cli import main
-from audit.estimate import estimate, rounds_key
+from audit.estimate import MAX_MEASURED_ROUNDS, estimate, measured_rounds, rounds_key
 from audit.runner import make_context
 
 
@@ -15,6 +15,19 @@ def test_rounds_key_finds_top_level_and_nested_counts():
     assert rounds_key({"n_updates": 10}) is None
 
 
+@pytest.mark.parametrize("R, expected", [(None, (1, 2)), (2, (1, 2)), (5, (1, 2)),
+                                         (30, (1, 5)), (40, (2, 6)), (60, (3, 10)),
+                                         (300, (3, 10))])
+def test_measured_rounds_grow_with_the_run_and_stop_at_ten(R, expected):
+    assert measured_rounds(R) == expected
+
+
+@pytest.mark.parametrize("R", [1, 3, 4, 7, 11, 13, 18, 19, 25, 59, 61, 99, 1000])
+def test_measured_rounds_are_two_increasing_counts_within_the_run(R):
+    r1, r2 = measured_rounds(R)
+    assert 0 < r1 < r2 <= max(2, min(R, MAX_MEASURED_ROUNDS))
+
+
 def test_estimate_measures_one_arm_and_extrapolates_the_rest():
     claim = claims.get("flayer-masked-zero")
     lines = []
@@ -22,6 +35,7 @@ def test_estimate_measures_one_arm_and_extrapolates_the_rest():
     specs = claim.unit_specs(make_context(claim, "smoke", seeds=2))
     assert est["units"] == len(specs) and est["seeds"] == [0, 1]
     assert est["rounds"] == claim.scales["smoke"]["rounds"]
+    assert est["measured_rounds"] == list(measured_rounds(est["rounds"]))
     fit = est["fits"]["fedavg"]
     assert fit["per_round_s"] > 0 and len(fit["runs_s"]) == 2
     assert set(est["extrapolated_arms"]) == {s.arm for s in specs} - {"fedavg"}

@@ -36,6 +36,61 @@ def test_an_undecided_claim_runs_to_the_cap_and_reuses_finished_units(toy, tmp_p
     assert res.ctx.seeds == tuple(range(10))
 
 
+def test_a_premise_shown_not_reproduced_stops_the_plan(toy, tmp_path):
+    # no gain, little noise: the gain (the premise) is equivalent to 0 within d at the
+    # first look, and the part it gates is INCONCLUSIVE whatever more seeds would show
+    over = {"effect": 0.0, "noise": 0.005, "gated": True}
+    ctx = make_context(toy.CLAIM, "smoke", overrides=over)
+    res = execute_sequential(toy.CLAIM, ctx, plan(20), cache=Cache(tmp_path / "c"),
+                             progress=False)
+    look = res.verdict.looks[-1]
+    assert [lk["n"] for lk in res.verdict.looks] == [5]
+    assert look["premise"] == "not reproduced" and look["decided"] and look["stopped"]
+    assert look["stop_reason"] == "premise not reproduced"
+    assert res.verdict.verdict.value == "INCONCLUSIVE"
+    assert res.verdict.parts[0].gated and "premise not reproduced" in res.verdict.parts[0].reason
+    # the same data without the gate: the part itself decides (REFUTED by equivalence)
+    ctx = make_context(toy.CLAIM, "smoke", overrides={**over, "gated": False})
+    res = execute_sequential(toy.CLAIM, ctx, plan(20), cache=Cache(tmp_path / "c2"),
+                             progress=False)
+    assert res.verdict.verdict.value == "REFUTED"
+    assert res.verdict.looks[-1]["stop_reason"] == "decided"
+
+
+def test_an_undecided_premise_does_not_stop_the_plan(toy, tmp_path):
+    # a small gain in much noise: the premise stays undecided, so the gated part keeps
+    # the plan going to the cap
+    over = {"effect": 0.02, "noise": 0.5, "gated": True}
+    ctx = make_context(toy.CLAIM, "smoke", overrides=over)
+    res = execute_sequential(toy.CLAIM, ctx, plan(10), cache=Cache(tmp_path / "c"),
+                             progress=False)
+    assert [lk["premise"] for lk in res.verdict.looks] == ["undecided", "undecided"]
+    assert [lk["stop_reason"] for lk in res.verdict.looks] == [None, "cap"]
+    assert not res.verdict.looks[-1]["decided"]
+
+
+def test_stop_reason_needs_every_open_part_gated():
+    from audit.runner import STOP_DECIDED, STOP_PREMISE, stop_reason
+    from audit.verdict import ALL_PARTS, Outcome, Part, Premise, Verdict
+
+    class _Claim:
+        combination = ALL_PARTS
+
+    def verdict(parts, status):
+        return Verdict("x", Outcome.INCONCLUSIVE, "r", "r", parts=tuple(parts),
+                       premise=Premise("e", status, "r") if status else None)
+
+    open_gated = Part("a", Outcome.INCONCLUSIVE, "r", "r", gated=True)
+    open_free = Part("b", Outcome.INCONCLUSIVE, "r", "r")
+    done = Part("c", Outcome.CONFIRMED, "r", "r")
+    assert stop_reason(_Claim, verdict([open_gated, done], "not reproduced")) == STOP_PREMISE
+    assert stop_reason(_Claim, verdict([open_gated, open_free], "not reproduced")) is None
+    assert stop_reason(_Claim, verdict([open_gated], "undecided")) is None
+    assert stop_reason(_Claim, verdict([open_gated], "reproduced")) is None
+    assert stop_reason(_Claim, verdict([open_gated], None)) is None
+    assert stop_reason(_Claim, verdict([done], None)) == STOP_DECIDED
+
+
 def test_the_report_and_json_show_every_look(toy, tmp_path):
     out = tmp_path / "r"
     assert main(["run", "toy-claim", "--out", str(out), "--quiet", "--until-decided",

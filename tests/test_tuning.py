@@ -198,3 +198,22 @@ def test_a_full_scale_run_prints_an_eta_first_and_quiet_skips_it(toy, tmp_path, 
     assert main(["run", "toy-claim", "--scale", "smoke", "--seeds", "3", "--out",
                  str(tmp_path / "s"), "--cache-dir", str(tmp_path / "c")]) == 0
     assert "ETA" not in capsys.readouterr().err  # smoke: about a minute, no ETA
+
+
+@pytest.mark.parametrize("backend, address, workers", [("local", None, 1), ("ray", None, 4),
+                                                       ("ray", "auto", 1)])
+def test_the_eta_counts_the_cores_a_local_ray_instance_runs_on(toy, monkeypatch, tmp_path,
+                                                                capsys, backend, address,
+                                                                workers):
+    import argparse
+
+    from audit import cli, estimate
+    from audit.runner import Cache, make_context
+
+    monkeypatch.setattr(estimate, "seconds_per_seed", lambda *a, **k: 12.0)
+    monkeypatch.setattr(cli.os, "cpu_count", lambda: 4)
+    args = argparse.Namespace(scale="full", quiet=False, backend=backend, ray_address=address)
+    ctx = make_context(toy.CLAIM, "full", seeds=3)
+    eta = cli._Eta(args, [(toy.CLAIM, ctx)], {}, Cache(tmp_path / "c"))
+    assert eta.todo["toy-claim"] == (12.0 / workers, 3, 3)
+    assert f"{12.0 * 3 / workers / 60:.0f} min" in capsys.readouterr().err

@@ -14,7 +14,7 @@ from audit import stats
 from audit.claims import (FLAYER, Analysis, Arm, Claim, Figure, PaperNumber, RecordRef,
                           RunSpec, Table)
 from audit.analysis import results_table
-from audit.verdict import ALL_PARTS, Estimate, Premise, Rule, on_reviewer
+from audit.verdict import ALL_PARTS, Estimate, Premise, Rule, on_reviewer, premise_gate
 
 CALLS: list[RunSpec] = []  # every unit actually computed (tests count cache hits with it)
 
@@ -57,10 +57,18 @@ def analyse(results, ctx) -> Analysis:
                   tuple((s, float(a), float(b)) for s, a, b in
                         zip(ctx.seeds, arr["base"], arr["better"])))
     params = {"alpha": alpha, "n": d.n, "level": 100 * (1 - alpha), "d": d_margin}
-    premise = Premise("better scores above base", "reproduced" if d.mean > 0 else
-                      "undecided", "toy premise: the mean gain is positive", est[0])
-    return Analysis(est, (RULE(tw, params=params),), (table,), (fig,), ("A toy.",),
-                    premise=premise)
+    part = RULE(tw, params=params)
+    if ctx.config.get("gated"):
+        # the gain itself is the premise, decided by the same three-way rule, and the
+        # part is gated by it: a premise FALSIFIED leaves the part nothing to decide
+        status = {"SUPPORTED": "reproduced", "FALSIFIED": "not reproduced",
+                  "INCONCLUSIVE": "undecided"}[tw.outcome]
+        premise = Premise("better scores above base", status, tw.reason, est[0])
+        part = premise_gate(part, premise)
+    else:
+        premise = Premise("better scores above base", "reproduced" if d.mean > 0 else
+                          "undecided", "toy premise: the mean gain is positive", est[0])
+    return Analysis(est, (part,), (table,), (fig,), ("A toy.",), premise=premise)
 
 
 CLAIM = Claim(
@@ -68,8 +76,10 @@ CLAIM = Claim(
     title="toy", statement="A toy statement for harness tests.",
     arms=(Arm("base", "baseline"), Arm("better", "adds the effect", "toy Eq. 1")),
     rules=(RULE,), combination=ALL_PARTS, stochastic=True,
-    scales={"smoke": {"effect": 1.0, "noise": 0.05, "equivalence_margin": 0.05},
-            "full": {"effect": 0.0, "noise": 0.5, "equivalence_margin": 0.05}},
+    scales={"smoke": {"effect": 1.0, "noise": 0.05, "equivalence_margin": 0.05,
+                      "gated": False},
+            "full": {"effect": 0.0, "noise": 0.5, "equivalence_margin": 0.05,
+                     "gated": False}},
     run=run, analyse=analyse,
     paper_numbers=(PaperNumber("toy gain", 1.2, "Table 1", ours="gain"),),
 )
