@@ -83,13 +83,15 @@ def torch_threads() -> int:
     return int(torch.get_num_threads())
 
 
-def environment(device: str, threads: int | None = None) -> dict:
+def environment(device: str, threads: int | None = None, backend: str = "local") -> dict:
     """The software and machine a report came from.
 
     ``torch_threads`` is ``threads`` when given: :func:`execute` passes the count read
     before any unit ran (units may set their own, e.g. ``torch.set_num_threads(1)``, and
     :func:`execute` restores it after them), so the field does not depend on whether the
-    units were computed or came from the cache."""
+    units were computed or came from the cache. ``backend``: where the units ran
+    (``local``: one after another in this process; a Ray backend says how many torch
+    threads each unit had, which can move the last digits of a float sum)."""
     import numpy
     import scipy
 
@@ -110,6 +112,7 @@ def environment(device: str, threads: int | None = None) -> dict:
         "code_version": code_version(),
         "device": device_name(device),
         "torch_threads": threads,
+        "backend": backend,
         "platform": platform.platform(),
         "commit": git_commit(),
         "date": _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
@@ -507,6 +510,9 @@ class LocalBackend:
 
     name = "local"
 
+    def describe(self) -> str:
+        return "one after another in this process (local backend)"
+
     def imap(self, claim: Claim, ctx: RunContext, specs: Sequence[RunSpec]):
         for spec in specs:
             yield spec, claim.run(spec, ctx)
@@ -594,9 +600,14 @@ def execute(claim: Claim | PendingClaim, ctx: RunContext, *, cache: Cache,
                                      analysis.estimates, getattr(analysis, "premise", None))
         verdict = with_stability(claim, results, ctx, verdict)
     return ClaimResult(claim=claim, ctx=ctx, verdict=verdict, analysis=analysis,
-                       environment=environment(ctx.device, threads),
+                       environment=environment(ctx.device, threads, _backend_text(backend)),
                        runtime_s=time.perf_counter() - t0, computed=len(todo) + recomputed,
                        cached=len(specs) - len(todo) - recomputed, command=command)
+
+
+def _backend_text(backend: Any) -> str:
+    describe = getattr(backend, "describe", None)
+    return describe() if callable(describe) else str(getattr(backend, "name", "local"))
 
 
 def _set_torch_threads(n: int) -> None:

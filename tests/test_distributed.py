@@ -39,6 +39,13 @@ def test_ray_sweep_gives_the_local_verdict_seeds_and_estimates(toy, tmp_path, lo
                      backend=RayBackend(num_cpus=2))
     assert remote.computed == 10
     assert json.dumps(_comparable(remote)) == json.dumps(_comparable(local))
+    # the report says where the units ran, and with how many torch threads each
+    assert local.environment["backend"].endswith("(local backend)")
+    assert remote.environment["backend"].startswith("in parallel on Ray (local instance; 1 CPU "
+                                                    "and 1 torch thread a unit)")
+    from audit.report import render_markdown
+
+    assert "units ran in parallel on Ray (local instance" in render_markdown(to_json(remote))
 
 
 def test_a_failed_unit_keeps_the_finished_ones_and_the_rerun_fills_the_gap(
