@@ -848,14 +848,13 @@ def execute_sequential(claim: Claim, ctx: RunContext, plan, *, cache: Cache,
     pool = tuple(ctx.seeds) if len(ctx.seeds) >= plan.cap else tuple(range(plan.cap))
     looks: list[dict] = []
     t0 = time.perf_counter()
-    computed = cached = 0
+    computed = 0
     res = None
     for k, (n, share) in enumerate(zip(plan.looks, plan.fractions())):
         look_ctx = dataclasses.replace(ctx, seeds=pool[:n], alpha_fraction=float(share))
         res = execute(claim, look_ctx, cache=cache, progress=progress, backend=backend,
                       runner=runner, command=command)
         computed += res.computed
-        cached += res.cached
         stop = stop_reason(claim, res.verdict)
         premise = res.verdict.premise
         looks.append({"look": k + 1, "n": n, "seeds": [int(s) for s in pool[:n]],
@@ -870,5 +869,8 @@ def execute_sequential(claim: Claim, ctx: RunContext, plan, *, cache: Cache,
         if stop is not None:
             break
     verdict = dataclasses.replace(res.verdict, looks=tuple(looks))
+    # cached: the stopping look's units that this run did not compute (an earlier run's);
+    # a unit computed at look 1 and read again at look 2 is counted once, as computed
+    cached = max(0, res.computed + res.cached - computed)
     return dataclasses.replace(res, verdict=verdict, runtime_s=time.perf_counter() - t0,
                                computed=computed, cached=cached, plan=plan)

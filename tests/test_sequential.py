@@ -32,7 +32,10 @@ def test_an_undecided_claim_runs_to_the_cap_and_reuses_finished_units(toy, tmp_p
     assert [lk["n"] for lk in res.verdict.looks] == [5, 10]
     assert res.verdict.looks[-1]["stopped"] and not res.verdict.looks[0]["decided"]
     assert len(toy.CALLS) == 20  # 2 arms x 10 seeds, each computed once across looks
-    assert res.computed == 20 and res.cached == 10
+    # look 2 reads look 1's units from the cache, but they were computed by this run
+    assert res.computed == 20 and res.cached == 0
+    again = execute_sequential(toy.CLAIM, ctx, plan(10), cache=cache, progress=False)
+    assert again.computed == 0 and again.cached == 20 and len(toy.CALLS) == 20
     assert res.ctx.seeds == tuple(range(10))
 
 
