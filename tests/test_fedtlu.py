@@ -4,6 +4,7 @@ Reference values are closed forms, written next to each assertion.
 """
 from __future__ import annotations
 
+import dataclasses
 import math
 from fractions import Fraction
 
@@ -405,7 +406,10 @@ def test_assumption_rule_reaches_every_outcome_and_is_gated():
         gated = premise_gate(below, Premise(LB.PREMISE_EFFECT, status, "x"))
         assert gated.verdict == Outcome.INCONCLUSIVE
         assert "premise not reproduced" in gated.reason
-    assert premise_gate(below, Premise(LB.PREMISE_EFFECT, "reproduced", "x")) == below
+    # a reproduced premise leaves the part's decision as it was, only marking it gated
+    kept = premise_gate(below, Premise(LB.PREMISE_EFFECT, "reproduced", "x"))
+    assert kept.gated and not below.gated
+    assert dataclasses.replace(kept, gated=False) == below
 
 
 def _tw(random, fedtlu, d=0.1, sensitive=True):
