@@ -43,12 +43,6 @@ class RayBackend:
 
     name = "ray"
 
-    def describe(self) -> str:
-        where = f"cluster at {self.address}" if self.address else "local instance"
-        threads = max(1, int(self.cpus_per_run))
-        return (f"in parallel on Ray ({where}; {self.cpus_per_run:g} CPU and {threads} "
-                f"torch thread{'s' if threads > 1 else ''} a unit)")
-
     def __init__(self, address: str | None = None, num_cpus: int | None = None,
                  cpus_per_run: float = 1.0, gpus_per_run: float = 1.0,
                  runtime_env: Mapping[str, Any] | None = None):
@@ -58,6 +52,12 @@ class RayBackend:
         self.cpus_per_run = cpus_per_run
         self.gpus_per_run = gpus_per_run
         self.runtime_env = dict(runtime_env or {})
+
+    def describe(self) -> str:
+        where = f"cluster at {self.address}" if self.address else "local instance"
+        threads = max(1, int(self.cpus_per_run))
+        return (f"in parallel on Ray ({where}; {self.cpus_per_run:g} CPU and {threads} "
+                f"torch thread{'s' if threads > 1 else ''} a unit)")
 
     def _init(self) -> None:
         ray = self.ray

@@ -78,10 +78,6 @@ def estimate(claim: Claim, scale: str, seeds=None, device: str = "cpu",
     """Measure and extrapolate (see the module docstring). Returns a JSON-able dict.
     ``rounds``: the two round counts timed (None: :func:`measured_rounds` of the
     scale's round count)."""
-    if rounds is not None:
-        r1, r2 = (int(r) for r in rounds)
-        if not 0 < r1 < r2:
-            raise AuditError(f"--rounds needs two counts 0 < r1 < r2, got {r1},{r2}")
     base = make_context(claim, scale, seeds, device, data_dir, overrides)
     specs = claim.unit_specs(base)
     known = sorted({s.arm for s in specs})
@@ -93,8 +89,9 @@ def estimate(claim: Claim, scale: str, seeds=None, device: str = "cpu",
     key = rounds_key(base.config)
     R = None if key is None else (base.config[key[0]] if len(key) == 1
                                   else base.config[key[0]][key[1]])
-    if rounds is None:
-        r1, r2 = measured_rounds(R)
+    r1, r2 = measured_rounds(R) if rounds is None else (int(r) for r in rounds)
+    if not 0 < r1 < r2:
+        raise AuditError(f"--rounds needs two counts 0 < r1 < r2, got {r1},{r2}")
     fits: dict[str, dict] = {}
 
     def with_rounds(r: int) -> RunContext:  # the scale's context at r rounds

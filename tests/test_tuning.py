@@ -210,10 +210,10 @@ def test_the_eta_counts_the_cores_a_local_ray_instance_runs_on(toy, monkeypatch,
     from audit import cli, estimate
     from audit.runner import Cache, make_context
 
-    monkeypatch.setattr(estimate, "seconds_per_seed", lambda *a, **k: 12.0)
+    monkeypatch.setattr(estimate, "seconds_per_seed", lambda *a, **k: 1200.0)
     monkeypatch.setattr(cli.os, "cpu_count", lambda: 4)
     args = argparse.Namespace(scale="full", quiet=False, backend=backend, ray_address=address)
     ctx = make_context(toy.CLAIM, "full", seeds=3)
     eta = cli._Eta(args, [(toy.CLAIM, ctx)], {}, Cache(tmp_path / "c"))
-    assert eta.todo["toy-claim"] == (12.0 / workers, 3, 3)
-    assert f"{12.0 * 3 / workers / 60:.0f} min" in capsys.readouterr().err
+    assert eta.todo["toy-claim"] == (1200.0 / workers, 3, 3)
+    assert f"ETA: {1200.0 * 3 / workers / 60:.0f} min for 1 claim(s)" in capsys.readouterr().err
