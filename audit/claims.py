@@ -207,6 +207,10 @@ class Analysis:
     # setting and each sweep), each {"setting", "verdict", "base": bool,
     # "closest_to_paper": bool, "why": str}; the report's headline says when they disagree
     settings: tuple = ()
+    # audit.questions.Finding: what the evidence shows that a reader should see first
+    findings: tuple = ()
+    # question id -> a caveat printed with its verdict (e.g. read before convergence)
+    caveats: Mapping[str, str] = field(default_factory=dict)
 
 
 Results = Mapping[RunSpec, Mapping[str, Any]]
@@ -260,6 +264,9 @@ class Claim:
     default_seeds: tuple[int, ...] = (0, 1, 2, 3, 4)
     # audit.tuning.Search records: how each scale's settings were chosen (on tuning seeds)
     searches: tuple = ()
+    # audit.questions.Question: the reviewer's questions this claim answers, each with its
+    # own verdict (none: one question, the whole statement, decided by `combination`)
+    questions: tuple = ()
     status: str = "ready"
     lock_file: str | None = None
     origin: str = ""
@@ -400,11 +407,30 @@ LOCK_VERDICTS = ("CONFIRMED", "REFUTED", "INCONCLUSIVE")
 def _lock_problem(locks: Any) -> str | None:
     """What is wrong with the shape of a parsed lock file, or None when it is usable.
 
-    Shape: {claim id: {scale: {"verdict": V, "parts": {part id: V}, "seeds": [int]}}},
-    V one of CONFIRMED / REFUTED / INCONCLUSIVE; "parts" and "seeds" may be absent.
+    Shape: {claim id: {scale: {"verdict": V, "parts": {part id: V}, "seeds": [int],
+    "plan": {"looks": [int], "spending": S}, "questions": {question id: Q}}}}, V one of
+    CONFIRMED / REFUTED / INCONCLUSIVE (the verdict may also be SPLIT), Q one of those
+    four; seeds whole numbers in [0, 2**32 - 1]; the plan's looks strictly increasing
+    whole numbers from 2 up to the seed cap (200, or ``$AUDIT_MAX_SEEDS``), its spending
+    a known shape. Every key but "verdict" may be absent.
     """
+    from audit.sequential import SPENDING
+
+    top_verdicts = LOCK_VERDICTS + ("SPLIT",)
+
     def kind(x: Any) -> str:
         return type(x).__name__
+
+    def whole(x: Any) -> bool:
+        return isinstance(x, int) and not isinstance(x, bool)
+
+    def cap() -> int:
+        try:
+            from audit.runner import max_seeds
+
+            return max(200, max_seeds())
+        except AuditError:
+            return 200
 
     if not isinstance(locks, dict):
         return f"the top level must be an object of claim ids, got {kind(locks)}"
@@ -415,20 +441,52 @@ def _lock_problem(locks: Any) -> str | None:
             where = f"entry {cid!r} at scale {scale!r}"
             if not isinstance(lock, dict):
                 return f"{where} must be an object, got {kind(lock)}"
-            if lock.get("verdict") not in LOCK_VERDICTS:
-                return (f"{where} has verdict {lock.get('verdict')!r}; expected one of "
-                        f"{', '.join(LOCK_VERDICTS)}")
-            parts = lock.get("parts", {})
-            if not isinstance(parts, dict):
-                return f"{where}: 'parts' must be an object, got {kind(parts)}"
-            for pid, v in parts.items():
-                if v not in LOCK_VERDICTS:
-                    return (f"{where}: part {pid!r} has verdict {v!r}; expected one of "
-                            f"{', '.join(LOCK_VERDICTS)}")
+            verdict = lock.get("verdict")
+            if not isinstance(verdict, str) or verdict not in top_verdicts:
+                return (f"{where} has verdict {_short_repr(verdict)}; expected one of "
+                        f"{', '.join(top_verdicts)}")
+            for key, words in (("parts", LOCK_VERDICTS), ("questions", top_verdicts)):
+                entries = lock.get(key, {})
+                if not isinstance(entries, dict):
+                    return f"{where}: {key!r} must be an object, got {kind(entries)}"
+                for pid, v in entries.items():
+                    if not isinstance(v, str) or v not in words:
+                        return (f"{where}: {key[:-1]} {_short_repr(pid)} has verdict "
+                                f"{_short_repr(v)}; expected one of {', '.join(words)}")
             seeds = lock.get("seeds", [])
             if not isinstance(seeds, list) or not all(
-                    isinstance(x, int) and not isinstance(x, bool) for x in seeds):
-                return f"{where}: 'seeds' must be a list of whole numbers"
+                    whole(x) and 0 <= x <= 2**32 - 1 for x in seeds):
+                return (f"{where}: 'seeds' must be a list of whole numbers in "
+                        f"[0, 2**32 - 1]")
+            if "plan" in lock:
+                problem = _plan_problem(lock["plan"], cap(), SPENDING)
+                if problem:
+                    return f"{where}: 'plan' {problem}"
+    return None
+
+
+def _short_repr(value: Any, width: int = 40) -> str:
+    text = repr(value) if not isinstance(value, int) or abs(value) < 10**30 else \
+        f"a {len(str(abs(value)))}-digit number"
+    return text if len(text) <= width else text[:width - 3] + "..."
+
+
+def _plan_problem(plan: Any, cap: int, spending: Sequence[str]) -> str | None:
+    """Why a lock's sequential plan is unusable, or None (see :func:`_lock_problem`)."""
+    if not isinstance(plan, dict):
+        return f"must be an object with 'looks' and 'spending', got {type(plan).__name__}"
+    looks = plan.get("looks")
+    if not isinstance(looks, list) or not looks:
+        return "must hold 'looks', a non-empty list of seed counts"
+    if not all(isinstance(n, int) and not isinstance(n, bool) for n in looks):
+        return f"looks must be whole numbers, got {_short_repr(looks)}"
+    if not all(2 <= n <= cap for n in looks):
+        return f"looks must lie between 2 and the seed cap {cap}, got {_short_repr(looks)}"
+    if any(b <= a for a, b in zip(looks, looks[1:])):
+        return f"looks must increase strictly, got {_short_repr(looks)}"
+    shape = plan.get("spending", "pocock")
+    if not isinstance(shape, str) or shape not in spending:
+        return f"spending must be one of {', '.join(spending)}, got {_short_repr(shape)}"
     return None
 
 
@@ -448,9 +506,11 @@ def read_locks(path: Path | None = None) -> dict:
 
 def write_lock(claim_id: str, scale: str, verdict: Outcome, parts: Sequence[Part],
                seeds: Sequence[int] = (), path: Path | None = None,
-               plan: Mapping | None = None) -> None:
+               plan: Mapping | None = None,
+               questions: Mapping[str, str] | None = None) -> None:
     """Record a lock; the file is replaced atomically (never left half written).
 
+    ``questions``: question id -> its verdict (``audit.questions``).
     ``plan``: the sequential stopping rule (``audit.sequential.Plan.to_dict()``) when the
     verdict came from ``--until-decided``; ``seeds`` are then the seeds it stopped at."""
     from audit.safeio import atomic_write, folder_lock
@@ -465,6 +525,9 @@ def write_lock(claim_id: str, scale: str, verdict: Outcome, parts: Sequence[Part
         locks.setdefault(claim_id, {})[scale] = {
             "verdict": verdict.value, "parts": {p.id: p.verdict.value for p in parts},
             "seeds": [int(s) for s in seeds]}
+        if questions:  # every question's verdict: verify fails when any of them flips
+            locks[claim_id][scale]["questions"] = {str(k): str(v)
+                                                   for k, v in questions.items()}
         if plan:
             locks[claim_id][scale]["plan"] = {"looks": [int(n) for n in plan["looks"]],
                                               "spending": str(plan["spending"])}
@@ -523,7 +586,8 @@ def plugin_claims(taken: Mapping[str, str]) -> dict[str, Claim]:
         where = _describe(ep)
         try:
             obj = ep.load()
-        except Exception as exc:  # a third-party module: any failure skips it alone
+        except (Exception, SystemExit) as exc:  # a third-party module: any failure
+            # (a sys.exit() at import included: never a silent end) skips it alone
             warnings.warn(f"{where} cannot be loaded ({_first_line(exc)}); its claim is "
                           f"skipped", ClaimPluginWarning, stacklevel=3)
             continue

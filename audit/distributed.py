@@ -26,16 +26,60 @@ def _require_ray():
     return ray
 
 
-def _run_unit(module: str, spec: dict, ctx: dict) -> dict:
-    """Executed on a Ray worker: import the claim's module and run one unit."""
-    import importlib
-
+def _run_unit(run, spec: dict, ctx: dict) -> dict:
+    """Executed on a Ray worker: run one unit with the claim's own ``run`` function
+    (shipped to the worker by reference, so a plugin registered as ``module:ATTR`` or whose
+    ``run`` lives in another module works as a built-in claim does)."""
     import torch
 
     torch.set_num_threads(max(1, int(ctx.pop("threads", 1))))
-    claim = importlib.import_module(module).CLAIM
     ctx["seeds"] = tuple(ctx["seeds"])
-    return dict(claim.run(RunSpec(**spec), RunContext(**ctx)))
+    return dict(run(RunSpec(**spec), RunContext(**ctx)))
+
+
+def _context_fields(ctx: RunContext) -> dict:
+    """Every field of ``ctx`` a worker needs (``plugin_version`` included), without the
+    progress callback, which stays in this process."""
+    import dataclasses
+
+    return {f.name: getattr(ctx, f.name) for f in dataclasses.fields(ctx)
+            if f.name != "on_round"}
+
+
+def _unit_error(exc: BaseException) -> str:
+    """One plain line for a failed Ray task: the unit's own exception (Ray wraps it, with
+    a traceback and ANSI colour codes, in a RayTaskError), escaped for the terminal."""
+    from audit.safeio import term_text
+
+    cause = getattr(exc, "cause", None)
+    if isinstance(cause, BaseException) and cause is not exc:
+        exc = cause
+    lines = [ln.strip() for ln in term_text(str(exc)).replace("\\n", "\n").splitlines()
+             if ln.strip()]
+    text = lines[-1] if lines else ""
+    text = text if len(text) <= 200 else text[:197] + "..."
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+def _address_problem(address: str, timeout: float = 5.0) -> str | None:
+    """Why ``--ray-address`` cannot name a reachable cluster, or None: ``auto``,
+    ``ray://host:port`` or ``host:port``, whose port answers within ``timeout`` seconds
+    (checked here so that a typo is one line, not minutes of Ray's retries)."""
+    import re
+    import socket
+
+    if address in ("auto", "local"):
+        return None
+    m = re.fullmatch(r"(?:ray://)?(\[[0-9a-fA-F:]+\]|[A-Za-z0-9._-]{1,253}):([0-9]{1,5})",
+                     address)
+    if m is None or not 0 < int(m.group(2)) < 65536:
+        return "expected auto, ray://HOST:PORT or HOST:PORT"
+    host = m.group(1).strip("[]")
+    try:
+        with socket.create_connection((host, int(m.group(2))), timeout=timeout):
+            return None
+    except OSError as exc:
+        return f"nothing answers there ({exc.strerror or type(exc).__name__})"
 
 
 class RayBackend:
@@ -72,10 +116,17 @@ class RayBackend:
             kwargs["address"] = self.address
         elif self.num_cpus is not None:
             kwargs["num_cpus"] = self.num_cpus
+        if self.address is not None:
+            problem = _address_problem(self.address)
+            if problem:
+                raise AuditError(f"cannot reach the Ray cluster at {self.address!r}: "
+                                 f"{problem}")
         try:
             ray.init(**kwargs)
-        except ConnectionError as exc:
-            raise AuditError(f"cannot reach the Ray cluster at {self.address!r}: {exc}") \
+        except Exception as exc:  # ConnectionError, ValueError, RuntimeError: one line
+            where = f"the Ray cluster at {self.address!r}" if self.address else \
+                "a local Ray instance"
+            raise AuditError(f"cannot start or reach {where}: {_unit_error(exc)}") \
                 from None
 
     def imap(self, claim: Claim, ctx: RunContext,
@@ -89,12 +140,9 @@ class RayBackend:
         if self.runtime_env:
             options["runtime_env"] = self.runtime_env  # per task: also on a running Ray
         task = ray.remote(**options)(_run_unit)
-        ctx_dict = {"claim_id": ctx.claim_id, "scale": ctx.scale, "config": dict(ctx.config),
-                    "seeds": list(ctx.seeds), "device": ctx.device,
-                    "data_dir": ctx.data_dir, "checkpoint_dir": ctx.checkpoint_dir,
-                    "threads": max(1, int(self.cpus_per_run))}
-        module = claim.run.__module__  # the module that defines CLAIM (and its run)
-        pending = {task.remote(module, spec.to_dict(), dict(ctx_dict)): spec
+        ctx_dict = {**_context_fields(ctx), "config": dict(ctx.config),
+                    "seeds": list(ctx.seeds), "threads": max(1, int(self.cpus_per_run))}
+        pending = {task.remote(claim.run, spec.to_dict(), dict(ctx_dict)): spec
                    for spec in specs}
         failures: list[str] = []
         try:
@@ -105,8 +153,7 @@ class RayBackend:
                     try:
                         result = ray.get(ref)
                     except Exception as exc:  # a failed unit must not lose the others
-                        failures.append(f"{spec.label()}: {type(exc).__name__}: "
-                                        f"{str(exc).splitlines()[0] if str(exc) else ''}")
+                        failures.append(f"{spec.label()}: {_unit_error(exc)}")
                         continue
                     yield spec, result
         finally:

@@ -133,14 +133,60 @@ def probe_dir(out_dir: Path) -> None:
                          f"({exc.strerror or exc})") from None
 
 
+# ----------------------------------------------------------------- reading files safely
+#: The largest JSON file (report, lock file, review record) read: 64 MiB.
+MAX_JSON_BYTES = 64 << 20
+
+
+def open_regular(path: Path, what: str = "file"):
+    """A binary file object for ``path`` if it is a regular file (a link to one is
+    followed); a FIFO, socket, device (``/dev/zero``) or folder is one AuditError, found
+    without blocking: the file is opened with ``O_NONBLOCK`` and checked with ``fstat``
+    before a byte is read."""
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0)
+                     | getattr(os, "O_CLOEXEC", 0))
+    except OSError as exc:
+        raise AuditError(f"{what} {path} cannot be read ({exc.strerror or exc})") from None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise AuditError(f"{what} {path} is not a regular file (a FIFO, device, socket "
+                             "or folder); refusing to read it")
+        if hasattr(os, "set_blocking"):
+            os.set_blocking(fd, True)
+        return os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def read_regular(path: Path, what: str = "file", limit: int = MAX_JSON_BYTES) -> bytes:
+    """The bytes of regular file ``path``, at most ``limit`` of them: a special file
+    (see :func:`open_regular`) or a larger file is one AuditError, never a hang and never
+    an unbounded read."""
+    with open_regular(path, what) as fh:
+        try:
+            blob = fh.read(limit + 1)
+        except OSError as exc:
+            raise AuditError(f"{what} {path} cannot be read ({exc.strerror or exc})") \
+                from None
+    if len(blob) > limit:
+        raise AuditError(f"{what} {path} is larger than {limit >> 20} MiB; refusing to read "
+                         "it")
+    return blob
+
+
 def read_json(path: Path, what: str) -> object:
-    """The JSON value in ``path``; any way the file can be bad (not UTF-8, not JSON,
-    nested too deeply for the parser, unreadable) is one AuditError that begins with
-    ``{what} {path}`` and says which. Nothing in the file is executed: plain JSON only."""
+    """The JSON value in ``path``; any way the file can be bad (not a regular file, too
+    large, not UTF-8, not JSON, nested too deeply, a number too long to convert, a lone
+    surrogate, unreadable) is one AuditError that begins with ``{what} {path}`` and says
+    which. Nothing in the file is executed: plain JSON only."""
     import json
 
+    blob = read_regular(path, what)
     try:
-        return json.loads(Path(path).read_text(encoding="utf-8"))
+        value = json.loads(blob.decode("utf-8"))
     except json.JSONDecodeError as exc:
         raise AuditError(f"{what} {path} is not valid JSON ({exc.msg} at line {exc.lineno} "
                          f"column {exc.colno})") from None
@@ -148,5 +194,166 @@ def read_json(path: Path, what: str) -> object:
         raise AuditError(f"{what} {path} is not UTF-8 text ({exc.reason})") from None
     except RecursionError:
         raise AuditError(f"{what} {path} is nested too deeply to be a {what}") from None
+    except ValueError as exc:  # an integer of more digits than int() converts
+        raise AuditError(f"{what} {path} holds a number that cannot be read "
+                         f"({' '.join(str(exc).split())[:80]})") from None
+    problem = text_problem(value)
+    if problem:
+        raise AuditError(f"{what} {path} {problem}")
+    return value
+
+
+def text_problem(value: object, _depth: int = 0) -> str | None:
+    """Why a parsed JSON value cannot be used as text (a lone surrogate in a string,
+    which no file or terminal can encode), or None."""
+    stack = [value]
+    while stack:
+        v = stack.pop()
+        if isinstance(v, str):
+            try:
+                v.encode("utf-8")
+            except UnicodeEncodeError:
+                return "holds a lone surrogate (\\ud800-\\udfff) in a string"
+        elif isinstance(v, dict):
+            stack.extend(v.keys())
+            stack.extend(v.values())
+        elif isinstance(v, list):
+            stack.extend(v)
+    return None
+
+
+# ------------------------------------------------------------ text from elsewhere, shown
+_ANSI = re.compile(r"\x1b(?:\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b]*(?:\x07|\x1b\\)?|[@-Z\\-_])")
+
+
+def term_text(value: object) -> str:
+    """``value`` as text safe to print on a terminal: ANSI escape sequences (colour,
+    clear screen, window title) removed, every other C0/C1 control character (and a
+    newline or tab) shown as ``\\xNN``/``\\n``; lone surrogates as ``\\udNNN``. Ordinary
+    letters, including non-ASCII ones, are kept."""
+    text = value if isinstance(value, str) else str(value)
+    text = _ANSI.sub("", text)
+
+    def esc(m):
+        c = m.group(0)
+        return {"\n": "\\n", "\t": "\\t", "\r": "\\r"}.get(c, f"\\x{ord(c):02x}")
+
+    text = re.sub(r"[\x00-\x1f\x7f-\x9f]", esc, text)
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
+_MD_SPECIAL = str.maketrans({"<": "&lt;", ">": "&gt;", "|": "\\|", "&": "&amp;"})
+
+
+def md_text(value: object) -> str:
+    """``value`` as one line of inert markdown (a table cell or a line of a list): control
+    characters and ANSI sequences removed as by :func:`term_text`, newlines joined into
+    spaces, ``<``, ``>`` and ``&`` as HTML entities (no raw HTML), ``|`` escaped (no new
+    table cell), and a leading ``#``, ``>``, ``-``, ``+``, ``*``, ``=``, or ordered-list
+    number escaped (no heading, quote, list or rule)."""
+    text = value if isinstance(value, str) else str(value)
+    text = _ANSI.sub("", text)
+    text = " ".join(re.sub(r"[\x00-\x1f\x7f-\x9f]", " ", text).split())
+    text = text.encode("utf-8", "backslashreplace").decode("utf-8")
+    text = text.translate(_MD_SPECIAL)
+    if re.match(r"[#>+*=`~-]", text):
+        text = "\\" + text
+    elif re.match(r"\d+[.)]", text):  # "1. x" would start an ordered list: "1\. x"
+        n = len(re.match(r"\d+", text).group(0))
+        text = text[:n] + "\\" + text[n:]
+    return text
+
+
+# ------------------------------------------------------------- output folders we own
+#: The file that marks a folder as an audit output folder (written by the CLI the first
+#: time it writes there; ``reports/`` and ``reports/full/`` carry one).
+OUTPUT_MARKER = ".audit-output"
+_MARKER_TEXT = ("This folder holds output written by the `audit` command (reports, their "
+                "index, coverage.md). `audit run/report/review --out` writes only into an "
+                "empty folder or one holding this file.\n")
+# index files the CLI writes, recognised by their first line where no marker exists yet
+_OUR_HEADINGS = {"README.md": "# Audit reports",
+                 "coverage.md": "# Coverage of the review records by claims",
+                 "CHANGES.md": "# What changed in the verdicts"}
+
+
+def _first_line_of(path: Path) -> str:
+    try:
+        with open_regular(path) as fh:
+            return fh.read(200).decode("utf-8", "replace").split("\n", 1)[0].strip()
+    except AuditError:
+        return ""
+
+
+def _is_our_report(path: Path) -> bool:
+    try:
+        data = read_json(path, "report")
+    except AuditError:
+        return False
+    required = ("id", "paper", "verdict", "scale", "seeds", "arms", "parts")
+    return isinstance(data, dict) and all(k in data for k in required) \
+        and data.get("id") == path.stem
+
+
+def foreign_entry(out_dir: Path) -> str | None:
+    """The name of an entry of existing folder ``out_dir`` that the audit CLI did not
+    write (so that writing there could replace it), or None when the folder is empty,
+    carries :data:`OUTPUT_MARKER`, or holds only what we recognise as ours: reports
+    (``<id>.json`` that reads as an audit report of that id, with its ``<id>.md`` and
+    figure folder ``<id>/``), the index files by their heading, and our temporary files."""
+    out_dir = Path(out_dir)
+    if not out_dir.is_dir():
+        return None
+    marker = out_dir / OUTPUT_MARKER
+    if marker.is_file() and not marker.is_symlink():
+        return None
+    try:
+        names = sorted(os.listdir(out_dir))
+    except OSError:
+        return None  # found by the writability check
+    reports = {n[:-5] for n in names if n.endswith(".json")
+               and _is_our_report(out_dir / n)}
+    for name in names:
+        path = out_dir / name
+        if name.startswith((".audit-probe.", ".")) and name.endswith(".tmp"):
+            continue
+        if name.endswith(".json") and name[:-5] in reports:
+            continue
+        if name.endswith(".md") and name[:-3] in reports and path.is_file() \
+                and not path.is_symlink():
+            continue
+        if name in reports and path.is_dir() and not path.is_symlink():
+            continue
+        if path.is_dir() and not path.is_symlink() and (path / OUTPUT_MARKER).is_file():
+            continue  # a nested audit output folder (reports/full)
+        if name in _OUR_HEADINGS and not path.is_symlink() and \
+                _first_line_of(path).startswith(_OUR_HEADINGS[name]):
+            continue
+        return name
+    return None
+
+
+def check_output_folder(out_dir: Path, what: str = "--out") -> None:
+    """Refuse (one AuditError) an existing ``out_dir`` holding files the audit CLI did not
+    write: writing there would replace a user's README.md or a ``<id>.json`` of theirs.
+    An empty or missing folder, or an audit output folder, passes. Writes nothing."""
+    name = foreign_entry(out_dir)
+    if name is not None:
+        raise AuditError(f"refusing to write into {what} {str(out_dir)!r}: it holds "
+                         f"{name!r}, which audit did not write; use an empty folder or "
+                         f"an audit output folder (one holding {OUTPUT_MARKER})")
+
+
+def mark_output_folder(out_dir: Path) -> None:
+    """Create ``out_dir`` if needed and write :data:`OUTPUT_MARKER` there (if absent):
+    call it after :func:`check_output_folder` passed, just before the first write."""
+    out_dir = Path(out_dir)
+    marker = out_dir / OUTPUT_MARKER
+    if marker.is_file() and not marker.is_symlink():
+        return
+    try:
+        out_dir.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
-        raise AuditError(f"{what} {path} cannot be read ({exc.strerror or exc})") from None
+        raise AuditError(f"cannot create folder {str(out_dir)!r} ({exc.strerror or exc})") \
+            from None
+    atomic_write(marker, _MARKER_TEXT)

@@ -75,7 +75,37 @@ def module_name(claim_id: str) -> str:
 def _check_package(package: str) -> str:
     if not package.isidentifier() or keyword.iskeyword(package):
         raise AuditError(f"audit new: --package {package!r} is not a Python package name")
+    import sys
+
+    stdlib = set(getattr(sys, "stdlib_module_names", ())) | set(sys.builtin_module_names)
+    if package in stdlib or package.lower() in ("audit", "tests", "test") or \
+            package.startswith("_"):
+        raise AuditError(f"audit new: --package {package!r} is taken (the standard "
+                         f"library's, the harness's own, or private); installing the "
+                         f"claim's wheel would shadow or overwrite it")
     return package
+
+
+def _check_not_installed(package: str, out: Path) -> None:
+    """Refuse a package name that an installed package already has (``torch``,
+    ``numpy``), unless it is the one being written under ``out``: the claim's wheel would
+    overwrite it."""
+    import importlib.util
+
+    try:
+        spec = importlib.util.find_spec(package)
+    except (ImportError, ValueError):
+        return
+    if spec is None:
+        return
+    mine = (Path(out) / package).resolve()
+    where = [Path(p).resolve() for p in (spec.submodule_search_locations or ())] or \
+        ([Path(spec.origin).resolve().parent] if spec.origin else [])
+    if where and all(w == mine for w in where):
+        return
+    raise AuditError(f"audit new: --package {package!r} is an installed package "
+                     f"({', '.join(str(w) for w in where) or 'built in'}); installing the "
+                     f"claim's wheel would overwrite it; choose another --package")
 
 
 def render(claim_id: str, arxiv: str, package: str | None = None) -> dict[str, str]:
@@ -105,6 +135,7 @@ def write(claim_id: str, arxiv: str, out_dir: Path | str = ".",
     from audit.safeio import atomic_write, make_dir
 
     files = render(claim_id, arxiv, package)
+    _check_not_installed(Path(next(iter(files))).parts[0], Path(out_dir))
     if claim_id in set(known_ids):
         raise AuditError(f"audit new: claim id {claim_id!r} is already registered; "
                          f"`audit list` shows the ids in use")

@@ -19,10 +19,14 @@ import numpy as np
 from audit.errors import AuditError
 
 TUNING_SEED_START = 1000  # seeds >= this are for tuning only; verdict seeds lie below
+MAX_PILOT_SEEDS = 200  # the most tuning seeds one pilot runs
+MAX_GRID_POINTS = 256  # the most grid points (combinations) one pilot runs
 
 
 def tuning_seeds(n: int) -> tuple[int, ...]:
-    """The first ``n`` tuning seeds (1000, 1001, ...)."""
+    """The first ``n`` tuning seeds (1000, 1001, ...); at most :data:`MAX_PILOT_SEEDS`."""
+    if n > MAX_PILOT_SEEDS:
+        raise AuditError(f"at most {MAX_PILOT_SEEDS} tuning seeds, got {n}")
     return tuple(range(TUNING_SEED_START, TUNING_SEED_START + int(n)))
 
 
@@ -118,6 +122,15 @@ def pilot(claim, scale: str, grid: Mapping[str, Sequence], arms: Sequence[str],
 
     if n_seeds < 2:
         raise AuditError(f"a pilot needs at least 2 tuning seeds, got {n_seeds}")
+    if n_seeds > MAX_PILOT_SEEDS:  # bounded before a seed list is built
+        raise AuditError(f"a pilot runs at most {MAX_PILOT_SEEDS} tuning seeds, got "
+                         f"{n_seeds}")
+    size = 1
+    for key, values in grid.items():
+        size *= max(1, len(values))
+        if size > MAX_GRID_POINTS:  # bounded before a single point is built or checked
+            raise AuditError(f"the grid has more than {MAX_GRID_POINTS} points; split the "
+                             f"pilot")
     if not getattr(claim, "stochastic", False):
         raise AuditError(f"claim {claim.id!r} is exact: there is nothing to tune over seeds")
     known = [a.name for a in claim.arms]
@@ -151,6 +164,11 @@ def pilot(claim, scale: str, grid: Mapping[str, Sequence], arms: Sequence[str],
             if metric not in result:
                 raise AuditError(f"unit {spec.label()} of {claim.id!r} has no metric "
                                  f"{metric!r}; keys: {', '.join(sorted(result))}")
+            if isinstance(result[metric], bool) or not isinstance(result[metric],
+                                                                  (int, float)):
+                raise AuditError(f"metric {metric!r} of {claim.id!r} is not a number (it "
+                                 f"is {type(result[metric]).__name__}); choose a key whose "
+                                 f"value is one number a unit")
             group = spec.arm if not spec.setting else f"{spec.arm}/{spec.setting}"
             values.setdefault(group, {})[spec.seed] = float(result[metric])
             if progress is not None:

@@ -749,11 +749,18 @@ def dataset_files(name: str, root: str | os.PathLike) -> list[Path]:
 def _file_digest(path: Path) -> str:
     """sha256 of a file's content, memoised per (path, size, mtime_ns, inode, device) so
     that a process hashes each file once while it is unchanged."""
+    import stat as _stat
+
+    from audit.safeio import open_regular
+
     st = path.stat()
+    if not _stat.S_ISREG(st.st_mode):  # a FIFO would hang the hash, /dev/zero never end
+        raise AuditError(f"data file {path} is not a regular file (a FIFO, device, socket "
+                         "or folder); refusing to read it")
     memo = (str(path.resolve()), st.st_size, st.st_mtime_ns, st.st_ino, st.st_dev)
     if memo not in _FILE_DIGESTS:
         h = hashlib.sha256()
-        with open(path, "rb") as f:
+        with open_regular(path, "data file") as f:  # checked again on the open file
             for block in iter(lambda: f.read(1 << 20), b""):
                 h.update(block)
         _FILE_DIGESTS[memo] = h.hexdigest()
