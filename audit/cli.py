@@ -2,7 +2,8 @@
 
     audit list [--json]
     audit run ID... | --all [--scale S] [--seeds N | --seed-list a,b,c] [--device D]
-              [--data-dir PATH] [--out DIR] [--no-cache] [--backend local|ray]
+              [--data-dir PATH] [--out DIR] [--no-cache] [--backend auto|pool|local|ray]
+              [--workers N]   (default: units in parallel on the usable cores)
     audit report [--out DIR]
     audit verify [--scale S] [ID...]
     audit bench [--device D] [--against flower]
@@ -105,7 +106,14 @@ def _parser() -> argparse.ArgumentParser:
         sp.add_argument("--no-cache", action="store_true", help="recompute every run")
         sp.add_argument("--cache-dir", type=Path, default=None,
                         help="run cache (default $AUDIT_CACHE, else ~/.cache/audit)")
-        sp.add_argument("--backend", default="local", choices=("local", "ray"))
+        sp.add_argument("--backend", default=os.environ.get("AUDIT_BACKEND") or "auto",
+                        choices=("auto", "pool", "local", "ray"),
+                        help="where units run: auto (default, or $AUDIT_BACKEND: a process "
+                             "pool on the usable cores when there are two or more, else "
+                             "local), pool, local (one after another in this process, the "
+                             "reference) or ray")
+        sp.add_argument("--workers", type=_positive_int, default=None,
+                        help="units at once in the pool (default: the usable cores)")
         sp.add_argument("--ray-address", default=None, help="join an existing Ray cluster")
         sp.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                         type=_override, dest="overrides",
@@ -274,11 +282,10 @@ def _execute_all(args, write_reports: bool, unlocked: list | None = None):
     if write_reports:
         report.check_writable(args.out)
     cache = Cache(args.cache_dir or Cache.default_root(), enabled=not args.no_cache)
-    backend = None
-    if args.backend == "ray":
-        from audit.distributed import RayBackend
+    from audit.pool import choose_backend
 
-        backend = RayBackend(address=args.ray_address)
+    backend = choose_backend(args.backend, device=args.device, ray_address=args.ray_address,
+                             workers=getattr(args, "workers", None))
     plans = {claim.id: _plan(args, claim) for claim, ctx in contexts if ctx is not None}
     eta = _Eta(args, contexts, plans, cache)
     results = []
@@ -332,9 +339,14 @@ class _Eta:
         # a local Ray instance runs one unit per core at once (a cluster's size is not
         # known here: the ratio measured after the first claim corrects the line)
         workers = 1
-        if getattr(args, "backend", "local") == "ray" and not getattr(args, "ray_address",
-                                                                     None):
+        name = getattr(args, "backend", "local")
+        if name == "ray" and not getattr(args, "ray_address", None):
             workers = max(1, os.cpu_count() or 1)
+        elif name in ("auto", "pool"):
+            from audit.pool import parallel_units
+
+            workers = parallel_units(name, getattr(args, "device", "cpu"),
+                                     getattr(args, "workers", None))
         # no line before the first estimate: a bad input (a missing dataset) found while
         # timing is then the one error line, before anything ran or was written
         for claim, ctx in contexts:

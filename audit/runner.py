@@ -71,7 +71,20 @@ def device_name(device: str) -> str:
         import torch
 
         return f"{device} ({torch.cuda.get_device_name(torch.device(device))})"
-    return f"cpu ({platform.processor() or platform.machine()}, {os.cpu_count()} cores)"
+    cores, total = usable_cores(), os.cpu_count() or 1
+    of = f" of {total}" if cores != total else ""
+    return f"cpu ({platform.processor() or platform.machine()}, {cores}{of} cores)"
+
+
+def usable_cores() -> int:
+    """The cores this process may run on (``os.sched_getaffinity``: a container's or a
+    ``taskset``'s share of the machine, not ``os.cpu_count``'s whole machine); every
+    thread count and the process pool's size follow it, so a process confined to a few
+    cores does not oversubscribe them."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):  # no affinity on this platform (macOS, Windows)
+        return max(1, os.cpu_count() or 1)
 
 
 def torch_threads() -> int:
@@ -90,8 +103,9 @@ def environment(device: str, threads: int | None = None, backend: str = "local")
     before any unit ran (units may set their own, e.g. ``torch.set_num_threads(1)``, and
     :func:`execute` restores it after them), so the field does not depend on whether the
     units were computed or came from the cache. ``backend``: where the units ran
-    (``local``: one after another in this process; a Ray backend says how many torch
-    threads each unit had, which can move the last digits of a float sum)."""
+    (:func:`_backend_text`: one after another in this process, in a local process pool,
+    or on Ray; a parallel backend says how many torch threads each unit had, which can
+    move the last digits of a float sum where a claim does not fix its own)."""
     import numpy
     import scipy
 
@@ -506,7 +520,10 @@ def _round_postfix(bar, every_s: float = 0.5, clock: Callable[[], float] = time.
 
 
 class LocalBackend:
-    """Runs units one after another in this process (the reference backend)."""
+    """Runs units one after another in this process (the reference backend; ``audit run
+    --backend local``). ``audit run`` uses :class:`audit.pool.PoolBackend` by default where
+    more than one core is usable (:func:`audit.pool.choose_backend`); :func:`execute`
+    called without a backend uses this one."""
 
     name = "local"
 
