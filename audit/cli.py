@@ -29,28 +29,53 @@ from pathlib import Path
 from typing import Sequence
 
 from audit import claims as claims_mod
+from audit import safeio
 from audit.claims import AuditError, Claim, PendingClaim
 from audit.runner import SCALES, Cache, check_device, execute, make_context
 
 DEFAULT_OUT = Path("reports")
+MAX_GRID_POINTS = 256  # the most grid points (combinations) one `audit tune` runs
+MAX_TUNING_SEEDS = 200  # the most tuning seeds one pilot runs (as for a verdict run)
 
 
 def _seed_list(text: str) -> list[int]:
     try:
-        return [int(s) for s in text.split(",") if s.strip() != ""]
+        tokens = [s for s in text.split(",") if s.strip() != ""]
+        if any(len(s.strip()) > 30 for s in tokens) or len(tokens) > 100_000:
+            raise ValueError(text)
+        return [int(s) for s in tokens]
     except ValueError:
         raise argparse.ArgumentTypeError(
-            f"seed list must be comma-separated integers, got {text!r}") from None
+            f"seed list must be comma-separated integers, got {_shown(text)}") from None
 
 
 def _positive_int(text: str) -> int:
     try:
-        n = int(text)
+        n = int(text) if len(text) <= 30 else 0
     except ValueError:
         n = 0
     if n < 1:
-        raise argparse.ArgumentTypeError(f"expected a positive whole number, got {text!r}")
+        raise argparse.ArgumentTypeError(f"expected a positive whole number, got "
+                                         f"{_shown(text)}")
     return n
+
+
+def _seed_count(text: str) -> int:
+    """A seed count given on the command line: a whole number of at most 30 digits (the
+    cap itself is checked later, against ``AUDIT_MAX_SEEDS``)."""
+    try:
+        return int(text) if len(text) <= 30 else int("x")
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got "
+                                         f"{_shown(text)}") from None
+
+
+def _shown(text: str, width: int = 40) -> str:
+    """``text`` quoted for an error line: escaped, and cut to ``width`` characters."""
+    from audit.safeio import term_text
+
+    text = term_text(text)
+    return repr(text if len(text) <= width else text[:width - 3] + "...")
 
 
 def _override(text: str) -> tuple[str, object]:
@@ -61,6 +86,11 @@ def _override(text: str) -> tuple[str, object]:
         return key, json.loads(value)
     except json.JSONDecodeError:
         return key, value  # a bare string
+    except RecursionError:
+        raise argparse.ArgumentTypeError(f"value of {key} is nested too deeply") from None
+    except ValueError:  # an integer of more digits than int() converts
+        raise argparse.ArgumentTypeError(f"value of {key} is a number too long to "
+                                         f"read") from None
 
 
 def _grid_axis(text: str) -> tuple[str, list]:
@@ -70,18 +100,30 @@ def _grid_axis(text: str) -> tuple[str, list]:
     try:  # a JSON list as a whole (values that hold commas), else comma-separated
         whole = json.loads(values)
         if isinstance(whole, list):
-            return key, whole
+            axis = whole
+        else:
+            axis = None
     except json.JSONDecodeError:
-        pass
-    return key, [_override(f"{key}={v}")[1] for v in values.split(",")]
+        axis = None
+    except (RecursionError, ValueError):
+        raise argparse.ArgumentTypeError(f"--grid {key}: values nested too deeply or a "
+                                         f"number too long to read") from None
+    if axis is None:
+        axis = [_override(f"{key}={v}")[1] for v in values.split(",")]
+    if len(axis) > MAX_GRID_POINTS:
+        raise argparse.ArgumentTypeError(f"--grid {key} lists {len(axis)} values; at most "
+                                         f"{MAX_GRID_POINTS} points in all")
+    return key, axis
 
 
 class _Parser(argparse.ArgumentParser):
     """argparse, with a bad argument reported as one line (no usage block), exit 2."""
 
     def error(self, message: str):
-        print(f"{self.prog}: error: {' '.join(message.split())} (see `{self.prog} --help`)",
-              file=sys.stderr)
+        from audit.safeio import term_text
+
+        print(f"{self.prog}: error: {term_text(' '.join(message.split()))} (see "
+              f"`{self.prog} --help`)", file=sys.stderr)
         raise SystemExit(2)
 
 
@@ -97,7 +139,7 @@ def _parser() -> argparse.ArgumentParser:
         sp.add_argument("--all", action="store_true", help="every built claim")
         sp.add_argument("--scale", default="smoke", help=f"one of {', '.join(SCALES)}")
         g = sp.add_mutually_exclusive_group()
-        g.add_argument("--seeds", type=int, help="use seeds 0..N-1")
+        g.add_argument("--seeds", type=_seed_count, help="use seeds 0..N-1")
         g.add_argument("--seed-list", type=_seed_list, help="explicit seeds, e.g. 0,1,2")
         sp.add_argument("--device", default="cpu", help="cpu, cuda or cuda:N")
         sp.add_argument("--data-dir", help="local dataset root (or set AUDIT_DATA)")
@@ -151,7 +193,8 @@ def _parser() -> argparse.ArgumentParser:
                         "extrapolate its whole run at a scale")
     es.add_argument("ids", nargs="+", metavar="ID", help="claim ids")
     es.add_argument("--scale", default="smoke", help=f"one of {', '.join(SCALES)}")
-    es.add_argument("--seeds", type=int, help="seeds the estimate counts (0..N-1)")
+    es.add_argument("--seeds", type=_seed_count,
+                    help="seeds the estimate counts (0..N-1)")
     es.add_argument("--device", default="cpu", help="cpu, cuda or cuda:N")
     es.add_argument("--data-dir", help="local dataset root (or set AUDIT_DATA)")
     es.add_argument("--rounds", type=_round_pair, default=None,
@@ -220,8 +263,8 @@ def cmd_list(args) -> int:
     w = max(len(i["id"]) for i in items)
     for i in items:
         locked = ", ".join(f"{s}={v}" for s, v in sorted(i["locked"].items())) or "no lock"
-        print(f"{i['id']:<{w}}  {i['paper_short']:<8} {i['status']:<8} {locked:<24} "
-              f"{i['title']}")
+        print(safeio.term_text(f"{i['id']:<{w}}  {i['paper_short']:<8} {i['status']:<8} "
+                               f"{locked:<24} {i['title']}"))
     return 0
 
 
@@ -280,6 +323,7 @@ def _execute_all(args, write_reports: bool, unlocked: list | None = None):
                 keep.append((claim, ctx))
         contexts = keep
     if write_reports:
+        safeio.check_output_folder(args.out)  # never replace a file audit did not write
         report.check_writable(args.out)
     cache = Cache(args.cache_dir or Cache.default_root(), enabled=not args.no_cache)
     from audit.pool import choose_backend
@@ -308,6 +352,7 @@ def _execute_all(args, write_reports: bool, unlocked: list | None = None):
         else:
             res = execute(claim, ctx, cache=cache, progress=not args.quiet, backend=backend)
         if write_reports:
+            safeio.mark_output_folder(args.out)
             report.write(res, args.out)
         results.append(res)
         lock = res.locked
@@ -395,8 +440,12 @@ def _plan(args, claim):
             if lock.get("plan"):
                 from audit.sequential import Plan
 
-                return Plan(tuple(lock["plan"]["looks"]), lock["plan"].get("spending",
-                                                                           "pocock"))
+                try:
+                    return Plan(tuple(lock["plan"]["looks"]), lock["plan"].get("spending",
+                                                                               "pocock"))
+                except (ValueError, TypeError, KeyError) as exc:
+                    raise AuditError(f"{claim.id}: the plan locked at {args.scale} scale "
+                                     f"is unusable ({exc})") from None
         return None
     if not claim.stochastic:
         return None  # exact claims have no seeds to add
@@ -408,6 +457,9 @@ def _plan(args, claim):
 
     cap = args.max_seeds or DEFAULT_CAP
     from audit.runner import max_seeds
+
+    if cap < 2:
+        raise AuditError(f"--max-seeds {cap}: a stochastic claim needs at least 2 seeds")
 
     if cap > max_seeds():
         raise AuditError(f"--max-seeds {cap} is more than the {max_seeds()} seeds one run may "
@@ -459,7 +511,9 @@ def cmd_report(args) -> int:
     _check_locks(reg.values())  # a bad lock file: one line now, not after half the writes
     loaded = [(data, str(args.out / f"{cid}.json")) for cid in reg
               if (data := report.load(args.out, cid)) is not None]  # all read, then written
+    safeio.check_output_folder(args.out)  # never replace a file audit did not write
     report.check_writable(args.out)
+    safeio.mark_output_folder(args.out)
     n = 0
     for data, source in loaded:
         report.write_data(data, args.out, source=source)
@@ -518,7 +572,12 @@ def _hours(seconds: float) -> str:
 def cmd_review(args) -> int:
     from audit.coverage import run_review
 
-    return run_review(args.paths, as_json=args.json, markdown=args.markdown, out=args.out)
+    if args.markdown:  # coverage.md and the index: never over a file audit did not write
+        safeio.check_output_folder(args.out)
+    rc = run_review(args.paths, as_json=args.json, markdown=args.markdown, out=args.out)
+    if args.markdown and rc == 0 and args.out.is_dir():
+        safeio.mark_output_folder(args.out)
+    return rc
 
 
 def cmd_tune(args) -> int:
@@ -531,6 +590,15 @@ def cmd_tune(args) -> int:
     if args.contrast is not None and len(args.contrast) != 2:
         raise AuditError(f"--contrast takes A:B, got {':'.join(args.contrast)}")
     grid = dict(args.grid)
+    if args.seeds > MAX_TUNING_SEEDS:
+        raise AuditError(f"--seeds {args.seeds}: at most {MAX_TUNING_SEEDS} tuning seeds a "
+                         f"pilot")
+    points = 1
+    for values in grid.values():
+        points *= max(1, len(values))
+        if points > MAX_GRID_POINTS:
+            raise AuditError(f"--grid gives more than {MAX_GRID_POINTS} combinations; "
+                             f"split the pilot")
     cache = Cache(args.cache_dir or Cache.default_root())
     rows = tuning.pilot(claim, args.scale, grid, args.arms, args.metric, args.seeds,
                         cache=cache, overrides=dict(args.overrides),
@@ -569,7 +637,7 @@ def _one_line_warnings(show):
 
     def showwarning(message, category, filename, lineno, file=None, line=None):
         if issubclass(category, claims_mod.ClaimPluginWarning):
-            text = ' '.join(str(message).split())
+            text = safeio.term_text(' '.join(str(message).split()))
             if text not in said:
                 said.add(text)
                 print(f"audit: warning: {text}", file=sys.stderr)
@@ -584,9 +652,34 @@ COMMANDS = {"list": cmd_list, "run": cmd_run, "verify": cmd_verify, "report": cm
             "new": cmd_new, "tune": cmd_tune}
 
 
+def _tolerant_streams() -> None:
+    """stdout and stderr that never fail on a character the terminal's encoding lacks
+    (``PYTHONIOENCODING=ascii``): such a character is written as an escape instead."""
+    for stream in (sys.stdout, sys.stderr):
+        reconfigure = getattr(stream, "reconfigure", None)
+        if reconfigure is not None:
+            try:
+                reconfigure(errors="backslashreplace")
+            except (ValueError, OSError):  # pragma: no cover - a closed or odd stream
+                pass
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    _tolerant_streams()
     parser = _parser()
     args = parser.parse_args(argv)
+    try:
+        return _main(args)
+    except BrokenPipeError:  # `audit list | head`: the reader left; say nothing more
+        try:
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())
+        except (OSError, ValueError, AttributeError):
+            pass
+        return 0
+
+
+def _main(args) -> int:
     try:
         with warnings.catch_warnings():  # a broken claim plugin: one warning line
             # every plugin warning reaches the printer, which says each once per command
@@ -594,7 +687,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             warnings.showwarning = _one_line_warnings(warnings.showwarning)
             return COMMANDS[args.command](args)
     except AuditError as exc:
-        print(f"audit: error: {' '.join(str(exc).split())}", file=sys.stderr)  # one line
+        text = safeio.term_text(" ".join(str(exc).split()))  # one line, nothing hidden
+        print(f"audit: error: {text}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("audit: interrupted; finished runs are in the cache and the next run resumes "

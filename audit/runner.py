@@ -220,18 +220,28 @@ class Cache:
         entry = {"key": material, "result": result,
                  "checksum": hashlib.sha256(_canonical(result).encode()).hexdigest()}
         text = json.dumps(entry, default=_json_default)  # a result that is not JSON raises
-        tmp = path.with_suffix(f".tmp{os.getpid()}")
+        tmp = None
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
-            if os.path.lexists(path) and (path.is_symlink() or not path.is_file()):
+            if path.parent.is_symlink() or (os.path.lexists(path) and (
+                    path.is_symlink() or not path.is_file())):
                 raise IsADirectoryError(f"{path} is not a regular file")
-            tmp.write_text(text, encoding="utf-8")
+            # a fresh name, created exclusively (O_EXCL): a link planted at a predictable
+            # temporary name in a shared cache is never written through
+            import tempfile
+
+            fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.stem}.",
+                                       suffix=".tmp")
+            with os.fdopen(fd, "w", encoding="utf-8") as fh:
+                fh.write(text)
             os.replace(tmp, path)  # atomic: an interrupted write leaves no half entry
+            tmp = None
         except OSError as exc:  # a directory in the way, a full disk: the run goes on
-            with contextlib.suppress(OSError):
-                tmp.unlink()
-            warnings.warn(f"cannot store cache entry {path} ({exc}); the result is used "
-                          f"but not cached", CacheWarning, stacklevel=2)
+            if tmp is not None:
+                with contextlib.suppress(OSError):
+                    os.unlink(tmp)
+            warnings.warn(f"cannot store cache entry {path} ({exc.strerror or exc}); the "
+                          f"result is used but not cached", CacheWarning, stacklevel=2)
 
 
 def _json_default(o: Any):
@@ -392,7 +402,18 @@ def _override_problem(key: str, default: Any, value: Any) -> str | None:
     elif isinstance(default, str):
         ok = isinstance(value, str)
     elif isinstance(default, (list, tuple)):
-        ok = isinstance(value, (list, tuple))
+        if not isinstance(value, (list, tuple)):
+            return f"{key} must be {want} like its default {_short(default)}, got " \
+                   f"{_kind(value)} {_short(value)}"
+        if len(value) > MAX_OVERRIDE_ITEMS:
+            return f"{key} lists {len(value)} values; at most {MAX_OVERRIDE_ITEMS}"
+        like = _element_default(default)
+        if like is not _MIXED:  # a list of one kind: each element checked like its default
+            for i, v in enumerate(value):
+                problem = _override_problem(f"{key}[{i}]", like, v)
+                if problem:
+                    return problem
+        return None
     elif isinstance(default, Mapping):
         if not isinstance(value, Mapping):
             return f"{key} must be {want}, got {_kind(value)} {_short(value)}"
@@ -417,8 +438,88 @@ def _override_problem(key: str, default: Any, value: Any) -> str | None:
         return f"{key} must be positive (default {_short(default)}), got {_short(value)}"
     if default >= 0 and value < 0:
         return f"{key} must not be negative (default {_short(default)}), got {_short(value)}"
+    if isinstance(default, int) and abs(value) > max(MAX_COUNT_OVERRIDE,
+                                                      1000 * abs(default)):
+        return (f"{key} is {_short(value)}, more than 1000 times its default "
+                f"{_short(default)}; at most {max(MAX_COUNT_OVERRIDE, 1000 * abs(default))}")
     if 0 <= default <= 1 and any(w in name for w in _FRACTION_WORDS) and not 0 <= value <= 1:
         return f"{key} is a fraction and must lie in [0, 1], got {_short(value)}"
+    return None
+
+
+MAX_OVERRIDE_ITEMS = 10_000  # the longest list a --set value may give
+MAX_COUNT_OVERRIDE = 100_000  # a whole-number --set value may reach this (or 1000 x default)
+_MIXED = object()
+
+
+def _element_default(default: Sequence) -> Any:
+    """The default an element of a list override is checked against: for a list of
+    numbers the smallest (its rules are the loosest), for a list of one other kind its
+    first element; ``_MIXED`` for an empty list or one of mixed kinds (not checked)."""
+    if not default or len({_kind(v) for v in default}) != 1:
+        return _MIXED
+    if all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in default):
+        return min(default)
+    return default[0]
+
+
+# the data sets and models a config may name (audit.fl.data.load_dataset,
+# audit.fl.models.build_model), compared as load_dataset compares them
+_DATASETS = ("digits", "synthetic", "stdlibchars", "cifar10", "cifar100", "svhn",
+             "tinyimagenet", "ptb")
+_MODELS = ("cnn", "cnn2", "vgg", "resnet8", "resnet10", "resnet18")
+
+
+def _model_options() -> set[str]:
+    import inspect
+
+    from audit.fl import models
+
+    names = {"width"}
+    for cls in (models.CNN, models.CNN2, models.VGG, models.CifarResNet):
+        names |= set(inspect.signature(cls.__init__).parameters)
+    return names - {"self", "num_classes", "in_channels", "image_size", "widths", "kw",
+                    "kwargs"}
+
+
+def _name_problem(key: str, default: Any, value: Any) -> str | None:
+    """A data set, model or model option a run could not build (the type already
+    checked): ``dataset``/``datasets`` must name a known data set, ``model`` a known
+    classifier (where its default is one), ``model_kw`` only options the classifiers
+    take. Found here, before any work, instead of as a traceback mid-run."""
+    name = key.rsplit(".", 1)[-1].split("[", 1)[0].lower()
+    norm = (lambda v: v.lower().replace("_", "").replace("-", ""))
+    if name in ("dataset", "datasets"):
+        given = [value] if isinstance(value, str) else \
+            [v for v in value if isinstance(v, str)] if isinstance(value, (list, tuple)) \
+            else []
+        bad = [v for v in given if norm(v) not in _DATASETS]
+        if bad:
+            return (f"{key} names unknown data set {_short(bad[0])}; known: "
+                    f"{', '.join(_DATASETS)}")
+    if name == "model" and isinstance(value, str) and isinstance(default, str) \
+            and default.lower() in _MODELS and value.lower() not in _MODELS:
+        return f"{key} names unknown model {_short(value)}; known: {', '.join(_MODELS)}"
+    if name == "model_kw" and isinstance(value, Mapping) and isinstance(default, Mapping):
+        bad = sorted(str(k) for k in value if k not in default
+                     and k not in _model_options())
+        if bad:
+            return (f"{key} has unknown option(s) {', '.join(bad)[:60]}; the models take "
+                    f"{', '.join(sorted(_model_options()))}")
+    return None
+
+
+def _deep_name_problem(key: str, default: Any, value: Any, depth: int = 0) -> str | None:
+    """:func:`_name_problem` at ``key`` and inside nested objects (``sim.dataset``)."""
+    problem = _name_problem(key, default, value)
+    if problem or depth > 20:
+        return problem
+    if isinstance(default, Mapping) and isinstance(value, Mapping):
+        for sub in sorted(set(default) & set(value), key=str):
+            problem = _deep_name_problem(f"{key}.{sub}", default[sub], value[sub],
+                                         depth + 1)
+            if problem:
+                return problem
     return None
 
 
@@ -439,7 +540,8 @@ def check_overrides(claim: Claim, scale: str, overrides: Mapping) -> dict:
                          f"{scale!r} scale; keys: {', '.join(sorted(map(str, base)))}")
     for key, value in overrides.items():
         try:
-            problem = _override_problem(str(key), base[key], value)
+            problem = _override_problem(str(key), base[key], value) or \
+                _deep_name_problem(str(key), base[key], value)
         except RecursionError:
             problem = f"{key} is nested too deeply"
         if problem:
@@ -583,7 +685,8 @@ def execute(claim: Claim | PendingClaim, ctx: RunContext, *, cache: Cache,
     if bar is not None:
         unit_ctx = dataclasses.replace(ctx, on_round=_round_postfix(bar))
     try:
-        for spec, result in backend.imap(claim, unit_ctx, list(todo)):
+        for spec, result in _guarded(claim, backend.imap(claim, unit_ctx, list(todo))):
+            result = checked_result(claim, spec, result)  # as the cache will give it back
             cache.store(todo[spec], result)  # stored at once: nothing lost if interrupted
             results[spec] = result
             if bar is not None:
@@ -599,20 +702,25 @@ def execute(claim: Claim | PendingClaim, ctx: RunContext, *, cache: Cache,
         analysis, verdict = diverged_analysis(claim.id, diverged, len(results))
     else:
         try:
-            analysis = claim.analyse(results, ctx)
+            analysis = _analysed(claim, results, ctx)
         except (KeyError, TypeError, IndexError):
             odd = _odd_cached_results(results, set(specs) - set(todo))
             if not odd:
+                if claim.origin:  # a plugin's analyse failed on its own results
+                    exc = sys.exc_info()[1]
+                    raise AuditError(f"{_plugin_name(claim)}: analyse raised "
+                                     f"{_exc_line(exc)}") from None
                 raise
             warnings.warn(f"cache entries of the wrong shape for {len(odd)} unit(s) "
                           f"({', '.join(s.label() for s in odd[:3])}); recomputing them",
                           CacheWarning, stacklevel=2)
-            for spec, result in backend.imap(claim, ctx, odd):
+            for spec, result in _guarded(claim, backend.imap(claim, ctx, odd)):
+                result = checked_result(claim, spec, result)
                 cache.store(cache.key_material(claim.id, spec, ctx, version, data), result)
                 results[spec] = result
             _set_torch_threads(threads)
             recomputed = len(odd)
-            analysis = claim.analyse(results, ctx)
+            analysis = _analysed(claim, results, ctx)
         verdict = verdict_from_parts(claim.id, claim.combination, analysis.parts,
                                      analysis.estimates, getattr(analysis, "premise", None))
         verdict = with_stability(claim, results, ctx, verdict)
@@ -620,6 +728,100 @@ def execute(claim: Claim | PendingClaim, ctx: RunContext, *, cache: Cache,
                        environment=environment(ctx.device, threads, _backend_text(backend)),
                        runtime_s=time.perf_counter() - t0, computed=len(todo) + recomputed,
                        cached=len(specs) - len(todo) - recomputed, command=command)
+
+
+def _plugin_name(claim: Claim) -> str:
+    return f"claim {claim.id!r}" + (f" (plugin {claim.origin})" if claim.origin else "")
+
+
+def _guarded(claim: Claim, units):
+    """The ``(spec, result)`` pairs of a backend; a plugin's unit that raises is one
+    AuditError naming the plugin and what it raised (a built-in claim's exception stays
+    a traceback: a bug of ours to see whole). ``SystemExit`` from a plugin is caught too:
+    it must not end the run silently."""
+    if not claim.origin:
+        yield from units
+        return
+    try:
+        yield from units
+    except (AuditError, KeyboardInterrupt):
+        raise
+    except (Exception, SystemExit) as exc:
+        raise AuditError(f"{_plugin_name(claim)}: a unit raised {_exc_line(exc)}") from None
+
+
+def _exc_line(exc: BaseException) -> str:
+    from audit.safeio import term_text
+
+    text = " ".join(str(exc).split())
+    text = term_text(text if len(text) <= 160 else text[:157] + "...")
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+def _analysed(claim: Claim, results, ctx):
+    """``claim.analyse(results, ctx)``, checked: it must return an
+    :class:`audit.claims.Analysis`. A plugin's other exceptions are one AuditError naming
+    it (a KeyError, TypeError or IndexError passes through unchanged, for the cache's
+    wrong-shape recovery in :func:`execute`, and is named by the caller's caller)."""
+    from audit.claims import Analysis
+
+    try:
+        analysis = claim.analyse(results, ctx)
+    except (AuditError, KeyboardInterrupt, KeyError, TypeError, IndexError):
+        raise
+    except (Exception, SystemExit) as exc:
+        if not claim.origin:
+            raise
+        raise AuditError(f"{_plugin_name(claim)}: analyse raised {_exc_line(exc)}") \
+            from None
+    if not isinstance(analysis, Analysis):
+        raise AuditError(f"{_plugin_name(claim)}: analyse returned a "
+                         f"{type(analysis).__name__}, not an audit.claims.Analysis")
+    return analysis
+
+
+def checked_result(claim: Claim, spec: RunSpec, result: Any) -> dict:
+    """A unit's result as the cache stores and gives it back: an object whose JSON round
+    trip is itself. Numpy values become numbers and lists, tuples lists; a result that is
+    not an object, holds a value JSON cannot hold (a set, an object) or a key that is not
+    a string (``0``: a cached rerun would see ``"0"``) is one AuditError naming the claim
+    and the unit. A fresh result and a cached one are then the same to ``analyse``."""
+    where = f"{_plugin_name(claim)}: unit {spec.label()}"
+    if not isinstance(result, Mapping):
+        raise AuditError(f"{where} returned a {type(result).__name__}, not an object of "
+                         f"results")
+    bad = _non_string_key(result)
+    if bad is not _NO_KEY:
+        raise AuditError(f"{where} returned a result with key {bad!r}, which is not a "
+                         f"string (JSON, and so the cache, would turn it into a string)")
+    try:
+        text = json.dumps(result, default=_json_default)
+        return json.loads(text)
+    except (TypeError, ValueError, RecursionError) as exc:
+        raise AuditError(f"{where} returned a result the cache cannot hold: "
+                         f"{_exc_line(exc)}") from None
+
+
+_NO_KEY = object()
+
+
+def _non_string_key(obj: Any) -> Any:
+    """The first object key in ``obj`` (at any depth) that is not a string, else
+    ``_NO_KEY``."""
+    stack, seen = [obj], 0
+    while stack:
+        node = stack.pop()
+        seen += 1
+        if seen > 1_000_000:
+            return _NO_KEY  # json.dumps below bounds the rest
+        if isinstance(node, Mapping):
+            for k, v in node.items():
+                if not isinstance(k, str):
+                    return k
+                stack.append(v)
+        elif isinstance(node, (list, tuple)):
+            stack.extend(node)
+    return _NO_KEY
 
 
 def _backend_text(backend: Any) -> str:
