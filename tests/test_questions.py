@@ -1,0 +1,174 @@
+"""One verdict per reviewer question (audit.questions): deciding, the single word,
+scales side by side, convergence, locks, coverage and the built-in claims' declarations."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from audit import claims, coverage, papers, questions, report
+from audit.questions import Question
+from audit.verdict import Outcome, Part
+
+REPO = Path(__file__).resolve().parents[1]
+REPORTS = REPO / "reports"
+
+
+def _part(pid, verdict, kind="experiment", **kw):
+    return Part(id=pid, verdict=Outcome(verdict), rule="r", reason=f"{pid} said {verdict}",
+                kind=kind, **kw)
+
+
+PROOF = Question("prose", "is the prose inverted?", ("falsifier",), ("direction",),
+                 kind="proof")
+EXPERIMENT = Question("reversal", "does reversing hurt?", ("falsifier",), ("accuracy",),
+                      decides="the paper's effect must reproduce first")
+
+
+def test_a_proof_and_an_experiment_that_disagree_make_split():
+    parts = [_part("direction", "CONFIRMED", "derivation"), _part("accuracy", "REFUTED")]
+    combo = questions.combination((PROOF, EXPERIMENT))
+    assert combo(parts) == Outcome.SPLIT
+    assert set(combo.parts) == {"direction", "accuracy"}
+    answers = [questions.answer(q, {p.id: p for p in parts}) for q in (PROOF, EXPERIMENT)]
+    assert [a["verdict"] for a in answers] == ["CONFIRMED", "REFUTED"]
+    assert questions.headline_word(answers) == "SPLIT"
+    assert "prose: CONFIRMED (proof)" in questions.headline_text(answers)
+    # agreeing questions give their common word, never SPLIT
+    same = [_part("direction", "CONFIRMED", "derivation"), _part("accuracy", "CONFIRMED")]
+    assert combo(same) == Outcome.CONFIRMED
+
+
+def test_measurement_questions_never_enter_the_single_word():
+    meas = Question("size", "how big?", (), ("m",), kind="measurement")
+    parts = {"m": _part("m", "INCONCLUSIVE", "measurement"),
+             "direction": _part("direction", "CONFIRMED", "derivation")}
+    answers = [questions.answer(q, parts) for q in (meas, PROOF)]
+    assert answers[0]["verdict"] == questions.MEASURED
+    assert questions.headline_word(answers) == "CONFIRMED"
+
+
+def test_a_gated_question_names_the_premise_not_a_seed_count():
+    gated = _part("accuracy", "INCONCLUSIVE", gated=True, needs="about 40 seeds")
+    gated = Part(**{**gated.__dict__, "reason": "premise not reproduced at this scale (x)"})
+    a = questions.answer(EXPERIMENT, {"accuracy": gated})
+    assert a["verdict"] == "INCONCLUSIVE"
+    assert a["needs"] == "the paper's effect must reproduce first"
+    open_ = _part("accuracy", "INCONCLUSIVE", needs="about 40 seeds")
+    assert questions.answer(EXPERIMENT, {"accuracy": open_})["needs"] == "about 40 seeds"
+
+
+def test_parts_of_one_question_going_both_ways_are_split():
+    q = Question("both", "?", (), ("a", "b"))
+    parts = {"a": _part("a", "CONFIRMED"), "b": _part("b", "REFUTED")}
+    assert questions.answer(q, parts)["verdict"] == "SPLIT"
+    anyq = Question("any", "?", (), ("a", "b"), how="any")
+    assert questions.answer(anyq, {"a": _part("a", "CONFIRMED"),
+                                   "b": _part("b", "INCONCLUSIVE")})["verdict"] == "CONFIRMED"
+
+
+def test_sweep_rows_that_disagree_mark_the_question():
+    q = Question("gap", "?", (), ("a",), sweeps=True)
+    rows = [{"setting": "base", "verdict": "CONFIRMED", "base": True},
+            {"setting": "depth=cnn2", "verdict": "INCONCLUSIVE", "note": "premise undecided"}]
+    a = questions.answer(q, {"a": _part("a", "CONFIRMED")}, rows)
+    assert a["settings_split"] and a["rows"][1]["note"] == "premise undecided"
+
+
+def test_convergence_compares_the_late_change_with_the_resolution():
+    flat = questions.convergence([0.1, 0.5, 0.80, 0.801], [0, 4, 8, 12], resolution=0.01)
+    assert flat["converged"] is True and flat["from_round"] == 8
+    rising = questions.convergence([0.1, 0.3, 0.5, 0.7], [0, 4, 8, 12], resolution=0.01)
+    assert rising["converged"] is False and "NOT converged" in rising["text"]
+    assert questions.convergence([0.5], [1], 0.01)["converged"] is None
+
+
+def test_question_flip_is_caught_against_the_lock(toy, tmp_path):
+    from audit.runner import Cache, execute, make_context
+
+    claim = claims.get("toy-claim")
+    ctx = make_context(claim, "smoke", seeds=[0, 1, 2, 3, 4])
+    res = execute(claim, ctx, cache=Cache(tmp_path / "c"), progress=False)
+    (qa,) = res.answers
+    assert qa["id"] == "claim"  # a claim without questions answers one: its statement
+    claims.write_lock("toy-claim", "smoke", res.verdict.verdict, res.verdict.parts,
+                      ctx.seeds, path=claim.locks_path(), questions={"claim": "REFUTED"})
+    lock = json.loads(claim.locks_path().read_text())["toy-claim"]["smoke"]
+    assert lock["questions"] == {"claim": "REFUTED"}
+    assert res.question_flips() == [("claim", "REFUTED", qa["verdict"])]
+
+
+# ------------------------------------------------------------------ built-in claims
+BUILT = [c for c in claims.registry().values() if isinstance(c, claims.Claim)
+         and not c.origin]
+
+
+@pytest.mark.parametrize("claim", BUILT, ids=[c.id for c in BUILT])
+def test_every_question_is_decided_by_real_parts_of_matching_kind(claim):
+    assert claim.questions, f"{claim.id} declares no questions"
+    rules = {r.part: r for r in claim.rules}
+    notes = papers.notes(claim.paper.arxiv_id)
+    for q in claim.questions:
+        assert set(q.parts) <= set(rules), (q.id, q.parts)
+        kinds = {rules[p].kind for p in q.parts}
+        if q.kind == "proof":
+            assert kinds == {"derivation"}, (q.id, kinds)
+        if q.kind == "measurement":
+            assert kinds == {"measurement"}, (q.id, kinds)
+        else:
+            assert "measurement" not in kinds, (q.id, kinds)
+        assert set(q.fields) <= set(notes), (q.id, set(q.fields) - set(notes))
+    assert len({q.id for q in claim.questions}) == len(claim.questions)
+
+
+def _committed(scale_dir: Path):
+    for f in sorted(scale_dir.glob("*.json")):
+        yield f.stem, json.loads(f.read_text())
+
+
+def test_committed_reports_open_with_their_questions():
+    for folder in (REPORTS, REPORTS / "full"):
+        for cid, data in _committed(folder):
+            qs = data.get("questions") or []
+            assert qs, f"{folder.name}/{cid}.json has no questions"
+            md = (folder / f"{cid}.md").read_text()
+            first = md.split("\n## ")[1] if "\n## " in md else ""
+            assert first.startswith("The reviewer's questions"), f"{cid}: {first[:40]}"
+            words = {q["verdict"] for q in qs if q["kind"] != "measurement"}
+            assert data["verdict"] == (words.pop() if len(words) == 1 else "SPLIT")
+
+
+def test_committed_coverage_equals_what_the_json_gives():
+    """reports/coverage.md is regenerated from the committed JSON (``audit report``); a
+    hand edit, or a report changed without it, fails here."""
+    expected = coverage.render_markdown(coverage.from_notes(REPORTS), REPORTS)
+    assert (REPORTS / "coverage.md").read_text() == expected
+
+
+def test_every_covered_row_shows_its_questions_verdict():
+    reg = claims.registry()
+    by_scale = {}
+    for folder in (REPORTS, REPORTS / "full"):
+        for cid, data in _committed(folder):
+            by_scale.setdefault(cid, {})[data["scale"]] = {
+                q["id"]: q["verdict"] for q in data.get("questions") or []}
+    n = 0
+    for cov in coverage.from_notes(REPORTS, reg):
+        for row in cov.rows:
+            for c in row.covered_by:
+                got = by_scale[c.claim]
+                words = {s: v[c.part] for s, v in got.items()}
+                word = (next(iter(set(words.values()))) if len(set(words.values())) == 1
+                        else "SPLIT")
+                assert c.verdict.startswith(word), (row.path, c, words)
+                n += 1
+    assert n >= 26
+
+
+def test_index_has_a_row_per_question():
+    text = (REPORTS / "README.md").read_text()
+    assert "## Every reviewer question" in text
+    for cid, data in _committed(REPORTS):
+        for q in data["questions"]:
+            assert f"| `{cid}` | `{q['id']}`:" in text, (cid, q["id"])
