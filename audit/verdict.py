@@ -26,6 +26,9 @@ class Outcome(str, enum.Enum):
     CONFIRMED = "CONFIRMED"
     REFUTED = "REFUTED"
     INCONCLUSIVE = "INCONCLUSIVE"
+    # the single word of a claim whose questions went different ways
+    # (audit.questions); never the outcome of a part's rule
+    SPLIT = "SPLIT"
 
     def __str__(self) -> str:  # so f-strings print the bare word
         return self.value
