@@ -6,7 +6,7 @@
               [--workers N]   (default: units in parallel on the usable cores)
     audit report [--out DIR]
     audit verify [--scale S] [ID...]
-    audit bench [--device D] [--against flower]
+    audit bench [--device D] [--against flower] [--threads 1|all|1,all]
     audit estimate ID... [--scale S] [--device D] [--data-dir PATH] [--rounds R1,R2]
               [--arms a,b]   (time a few rounds, extrapolate the whole claim)
     audit review PATH... [--json] [--markdown]
@@ -188,6 +188,11 @@ def _parser() -> argparse.ArgumentParser:
     bn.add_argument("--against", choices=["flower"], default=None,
                     help="also run the workload once in Flower's simulation and report it "
                     "beside ours (needs the flower extra)")
+    bn.add_argument("--threads", type=_bench_threads, default="1",
+                    help="torch threads of the measurement: a count, 'all' (the usable "
+                    "cores) or several, e.g. 1,all, timed one after another and shown in "
+                    "one table with the load average (default 1: unaffected by other "
+                    "jobs on the machine)")
 
     es = sub.add_parser("estimate", help="time a few rounds of a claim's units here and "
                         "extrapolate its whole run at a scale")
@@ -488,6 +493,10 @@ def cmd_verify(args) -> int:
     for r in flips:
         print(f"FLIPPED {r.claim.id}: locked {r.locked.value}, now "
               f"{r.verdict.verdict.value} at {r.ctx.scale} scale", file=sys.stderr)
+    question_flips = [(r, f) for r in results for f in r.question_flips()]
+    for r, (qid, was, now) in question_flips:
+        print(f"FLIPPED {r.claim.id} / {qid}: locked {was}, now {now} at {r.ctx.scale} "
+              f"scale", file=sys.stderr)
     # a sequential lock that stopped at another look is a change, not "other seeds"
     elsewhere = [r for r in results if r.locked is None and r.plan is not None
                  and (r.claim.locks().get(r.ctx.scale) or {}).get("plan")]
@@ -499,7 +508,7 @@ def cmd_verify(args) -> int:
     unlocked = [r.claim.id for r in results if r.locked is None and r not in elsewhere]
     if unlocked:
         print(f"no lock at {args.scale} scale with these seeds for: {', '.join(unlocked)}")
-    return 1 if flips or no_lock or elsewhere else 0
+    return 1 if flips or question_flips or no_lock or elsewhere else 0
 
 
 def cmd_report(args) -> int:
@@ -523,11 +532,24 @@ def cmd_report(args) -> int:
     return 0
 
 
+def _bench_threads(text: str) -> str:
+    from audit.fl.bench import thread_counts
+
+    try:
+        thread_counts(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    return text
+
+
 def cmd_bench(args) -> int:
-    from audit.fl.bench import run_bench
+    from audit.fl.bench import format_table, run_bench_threads
 
     check_device(args.device)
-    result = run_bench(device=args.device, repeats=args.repeats, against=args.against)
+    result = run_bench_threads(device=args.device, threads=getattr(args, "threads", "1"),
+                               repeats=args.repeats, against=args.against)
+    if "table" in result:
+        print(format_table(result["table"]), file=sys.stderr)
     print(json.dumps(result))
     return 0
 

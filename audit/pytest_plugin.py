@@ -102,7 +102,9 @@ class AuditSession:
             claims_mod.write_lock(claim.id, result.ctx.scale, result.verdict.verdict,
                                   result.verdict.parts, result.ctx.seeds,
                                   path=claim.locks_path(),  # a plugin's own lock file
-                                  plan=plan.to_dict() if plan is not None else None)
+                                  plan=plan.to_dict() if plan is not None else None,
+                                  questions={a["id"]: a["verdict"]
+                                             for a in result.answers})
         if self.report_dir is not None:
             from audit import report
 
@@ -168,6 +170,9 @@ def check_lock(result: ClaimResult) -> None:
     if got != lock["verdict"]:
         pytest.fail(f"{claim.id}: verdict flipped at {scale} scale: locked "
                     f"{lock['verdict']}, now {got} ({result.verdict.reason})", pytrace=False)
+    for qid, was, now in result.question_flips():
+        pytest.fail(f"{claim.id}: question {qid} flipped at {scale} scale: locked {was}, "
+                    f"now {now}", pytrace=False)
     for part in result.verdict.parts:
         locked_part = lock.get("parts", {}).get(part.id)
         if locked_part is not None and locked_part != part.verdict.value:

@@ -277,6 +277,22 @@ class ClaimResult:
     def locked(self) -> Outcome | None:
         return self.claim.locked(self.ctx.scale, self.ctx.seeds)
 
+    @property
+    def answers(self) -> list[dict]:
+        """Every reviewer question of the claim with its own verdict (audit.questions)."""
+        from audit import questions
+
+        return questions.answers(self.claim, self.verdict.parts, self.analysis,
+                                 self.ctx.scale)
+
+    def question_flips(self) -> list[tuple[str, str, str]]:
+        """(question id, locked verdict, verdict now) for every question whose verdict
+        differs from the lock at this scale and these seeds (none without a lock)."""
+        lock = self.claim.lock(self.ctx.scale, self.ctx.seeds) or {}
+        locked = lock.get("questions") or {}
+        return [(a["id"], locked[a["id"]], a["verdict"]) for a in self.answers
+                if a["id"] in locked and locked[a["id"]] != a["verdict"]]
+
 
 MAX_SEEDS = 200  # the most seeds one run may ask for; AUDIT_MAX_SEEDS raises it
 MAX_SEED_VALUE = 2**32 - 1  # numpy and torch both take seeds up to here
@@ -980,6 +996,8 @@ def _decisive(verdict: Verdict, combination) -> list:
         verdict.parts)
     if verdict.verdict == Outcome.INCONCLUSIVE:
         return entering
+    if verdict.verdict == Outcome.SPLIT:  # questions went both ways: each decided part
+        return [p for p in entering if p.verdict != Outcome.INCONCLUSIVE]
     return [p for p in entering if p.verdict == verdict.verdict]
 
 
@@ -1037,7 +1055,10 @@ def stop_reason(claim: Claim, verdict: Verdict) -> str | None:
     premise is decided not reproduced and every entering part still undecided is gated by
     it (none of them can be decided while the premise stands); None to go on."""
     entering = claim.combination.entering(verdict.parts)
-    open_ = [p for p in entering if p.verdict == Outcome.INCONCLUSIVE]
+    # a derivation's verdict is a proof: more seeds cannot decide it, so it never holds
+    # the plan open
+    open_ = [p for p in entering if p.verdict == Outcome.INCONCLUSIVE
+             and p.kind != "derivation"]
     if not open_:
         return STOP_DECIDED
     premise = verdict.premise
