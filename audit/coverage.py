@@ -163,40 +163,72 @@ def record_items(record: Mapping) -> list[tuple[str, str | None]]:
 
 
 # ------------------------------------------------------------------------- coverage
-def _verdict(claim, part: str | None, out: Path) -> tuple[str, str | None]:
-    """(verdict text, scale) of a claim or one of its parts from ``out/<id>.json``."""
+def _entry_verdict(data: Mapping, ref: str | None) -> str | None:
+    """The verdict of question (or, for a claim without questions, part) ``ref`` in one
+    report's JSON; the claim's single word for ``ref`` None; None when absent."""
+    if ref is None:
+        return str(data["verdict"])
+    for key in ("questions", "parts"):
+        for q in data.get(key) or []:
+            if isinstance(q, Mapping) and q.get("id") == ref:
+                return str(q.get("verdict"))
+    return None
+
+
+def _verdict(claim, ref: str | None, out: Path) -> tuple[str, str | None]:
+    """(verdict text, scale) of a claim's question (or part) from its reports: ``out`` and,
+    where it exists, ``out/full``. Both scales side by side when both exist, with the
+    question's word across scales (SPLIT when they differ, never one promoted)."""
     from audit import report
 
     if isinstance(claim, PendingClaim) or getattr(claim, "status", "ready") == "pending":
         return "pending", None
-    try:
-        data = report.load(out, claim.id)
-    except AuditError as exc:
-        return f"report unreadable ({exc})", None
-    if data is None:
+    found: dict[str, str] = {}
+    for folder in (out, out / "full"):
+        if folder != out and not folder.is_dir():
+            continue
+        try:
+            data = report.load(folder, claim.id)
+        except AuditError as exc:
+            if folder == out:
+                return f"report unreadable ({exc})", None
+            continue
+        if data is None:
+            continue
+        v = _entry_verdict(data, ref)
+        if v is None:
+            if folder == out:
+                return f"{ref!r} not in the report", str(data.get("scale"))
+            continue
+        found.setdefault(str(data.get("scale")), v)
+    if not found:
         return "not run", None
-    scale = data.get("scale")
-    if part is None:
-        return str(data["verdict"]), scale
-    for p in data.get("parts", []):
-        if isinstance(p, Mapping) and p.get("id") == part:
-            return str(p.get("verdict")), scale
-    return f"part {part!r} not in the report", scale
+    if len(found) == 1:
+        scale, v = next(iter(found.items()))
+        return v, scale
+    words = set(found.values())
+    word = next(iter(words)) if len(words) == 1 else "SPLIT"
+    return f"{word} ({', '.join(f'{s} {v}' for s, v in found.items())})", None
 
 
 def declared_fields(claim) -> list[tuple[str, str | None]]:
-    """The field paths a claim declares it answers: (path, part id or None).
-
-    A path in ``claim.answers`` is answered by that part; listed in ``record.fields``
-    too, the part (the more specific declaration) is the one shown.
+    """The field paths a claim declares it answers: (path, question id), from its
+    questions (``Claim.questions``); a claim without questions: (path, part id or None)
+    from ``record.fields`` and ``answers``.
     """
+    qs = tuple(getattr(claim, "questions", ()) or ())
+    if qs:
+        out: list[tuple[str, str | None]] = []
+        for q in qs:
+            out += [(f, q.id) for f in q.fields if (f, q.id) not in out]
+        return out
     declared: dict[str, str | None] = {f: None for f in claim.record.fields}
     declared.update(dict(getattr(claim, "answers", {}) or {}))
     return list(declared.items())
 
 
-def cover_record(record: Mapping, source: str, registry: Mapping, out: Path
-                 ) -> RecordCoverage:
+def cover_record(record: Mapping, source: str, registry: Mapping, out: Path,
+                 items: list[tuple[str, str | None]] | None = None) -> RecordCoverage:
     arxiv = record["arxiv_id"]
     claims = [c for c in registry.values() if c.paper.arxiv_id == arxiv]
     paper = claims[0].paper.short if claims else None
@@ -212,7 +244,7 @@ def cover_record(record: Mapping, source: str, registry: Mapping, out: Path
                             "listed as not covered")
         claims = []
     notes = papers.notes(arxiv)
-    items = record_items(record)
+    items = record_items(record) if items is None else items
     paths = {p for p, _ in items}
     by_path: dict[str, list[Cover]] = {}
     for claim in claims:
@@ -236,6 +268,27 @@ def cover_record(record: Mapping, source: str, registry: Mapping, out: Path
             row.reason = _reason(note, bool(claims))
         cov.rows.append(row)
     return cov
+
+
+def from_notes(out: Path, registry: Mapping | None = None) -> list[RecordCoverage]:
+    """Coverage of every audited paper's record from OUR notes (``audit.papers``: every
+    item's field path and paraphrase) and the committed report JSON: what ``audit run``
+    and ``audit report`` regenerate, with no review record needed."""
+    registry = claims_mod.registry() if registry is None else registry
+    out_cov = []
+    for arxiv, module in papers.paper_modules().items():
+        source = claims_mod.RECORDS.get(arxiv, f"{arxiv} (no record file)")
+        items = [(path, None) for path in module.ITEMS]
+        out_cov.append(cover_record({"arxiv_id": arxiv}, source, registry, out, items))
+    return out_cov
+
+
+def write_coverage(out: Path, registry: Mapping | None = None) -> Path:
+    """Write ``out/coverage.md`` from :func:`from_notes` (atomic, inside ``out``)."""
+    path = Path(out) / "coverage.md"
+    safeio.atomic_write(safeio.inside(Path(out), path),
+                        render_markdown(from_notes(Path(out), registry), Path(out)))
+    return path
 
 
 def _reason(note, paper_has_claims: bool) -> str:
@@ -332,17 +385,19 @@ def render_markdown(coverages: list[RecordCoverage], out: Path | None = None) ->
     lines = ["# Coverage of the review records by claims", "",
              "Each checkable item of a review record (the skeptic's concrete test and "
              "load-bearing attack, the falsifier sentence, every major and minor referee "
-             "comment), named by its field path, with the claim (and part) that answers it "
-             "and that claim's current verdict from its report, or the reason it is not "
+             "comment), named by its field path, with the claim and the question that "
+             "answers it and that question's verdict from the reports (smoke and full side "
+             "by side where both exist; SPLIT when they differ), or the reason it is not "
              "covered. Paraphrases are ours; the records are cited by field path only. "
-             "Which claim answers which item is declared by each claim "
-             "(`record.fields`, `answers`). Regenerate with "
-             "`audit review ../shared/reviews --markdown`.", ""]
+             "Which question answers which item is declared by each claim "
+             "(`Claim.questions`). `audit run` and `audit report` regenerate this page "
+             "from the reports' JSON; `audit review RECORDS --markdown` also checks the "
+             "records themselves.", ""]
     for cov in coverages:
         if not cov.rows and cov.problems:
             continue
         lines += [f"## {_heading(cov)}", "", _summary(cov) + ".", "",
-                  "| item | paraphrase (ours) | claim / part | verdict |",
+                  "| item | paraphrase (ours) | claim / question | verdict |",
                   "|---|---|---|---|"]
         for path, para, who, verdict in _table_rows(cov):
             claim_cell = who

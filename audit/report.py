@@ -74,6 +74,11 @@ def to_json(result: ClaimResult) -> dict:
         "searches": [s.to_dict() for s in getattr(claim, "searches", ())
                      if s.scale == ctx.scale],
         "settings": [dict(x) for x in getattr(a, "settings", ())],
+        # one verdict per reviewer question (audit.questions); "verdict" above is their
+        # single word (SPLIT when they differ)
+        "questions": result.answers,
+        "findings": [f.to_dict() if hasattr(f, "to_dict") else dict(f)
+                     for f in getattr(a, "findings", ())],
     }
 
 
@@ -116,6 +121,8 @@ def validate(data: Mapping, source: str = "report") -> None:
 
 
 _VERDICTS = ("CONFIRMED", "REFUTED", "INCONCLUSIVE")
+_WORDS = _VERDICTS + ("SPLIT",)  # a claim's single word; SPLIT when its questions differ
+_QUESTION_WORDS = _WORDS + ("MEASURED",)
 
 
 def _shape_problem(data: Mapping) -> str | None:
@@ -134,7 +141,7 @@ def _shape_problem(data: Mapping) -> str | None:
     checks = [
         (isinstance(data["id"], str), "'id' must be a string"),
         (isinstance(data["paper"], Mapping), "'paper' must be an object"),
-        (data["verdict"] in _VERDICTS, f"'verdict' must be one of {', '.join(_VERDICTS)}"),
+        (data["verdict"] in _WORDS, f"'verdict' must be one of {', '.join(_WORDS)}"),
         (isinstance(data["rule"], str), "'rule' must be a string"),
         (isinstance(data["scale"], str), "'scale' must be a string"),
         (isinstance(data["seeds"], list) and all(is_num(s) and float(s).is_integer()
@@ -161,6 +168,19 @@ def _shape_problem(data: Mapping) -> str | None:
         if not isinstance(f.get("series"), list) or not all(
                 isinstance(s, Mapping) for s in f["series"]):
             return f"figure {f['name']!r} needs a list of series objects"
+    problem = objects("questions", "id") or objects("findings", "text")
+    if problem:
+        return problem
+    if not all(q.get("verdict") in _QUESTION_WORDS and isinstance(q.get("asks", ""), str)
+               and isinstance(q.get("kind", ""), str)
+               and isinstance(q.get("rows", []), list)
+               and all(isinstance(r, Mapping) for r in q.get("rows", []))
+               and isinstance(q.get("fields", []), list)
+               and all(isinstance(f, str) for f in q.get("fields", []))
+               for q in data.get("questions") or []):
+        return ("each entry of 'questions' needs a verdict (one of "
+                f"{', '.join(_QUESTION_WORDS)}), string 'asks' and 'kind', a list of "
+                "string 'fields' and a list of 'rows' objects")
     for key, named in (("settings", "setting"), ("searches", "question")):
         problem = objects(key, named)
         if problem:
@@ -258,6 +278,11 @@ def render_markdown(data: Mapping, figure_dir: str | None = None) -> str:
     lines = [f"# {data['id']}: {data.get('title', '')}", ""]
     lock = data.get("locked_verdict")
     lock_txt = f" (locked: {lock})" if lock else " (no lock at this scale and these seeds)"
+    if data.get("tuning_run"):
+        lines += ["**Tuning run** (seeds reserved for choosing settings): this is a pilot, "
+                  "not a verdict; no lock is written from it.", ""]
+    lines += question_section(data, lock_txt)
+    lines += findings_section(data)
     premise = data.get("premise")
     if premise:
         est = premise.get("estimate") or {}
@@ -265,13 +290,9 @@ def render_markdown(data: Mapping, figure_dir: str | None = None) -> str:
               if est.get("low") is not None and est.get("level") else "")
         val = f": {_fmt(est['value'])}{ci}" if est else ""
         lines += [f"**Premise** (the paper's own effect, measured first): {premise['effect']}"
-                  f"{val} — **{premise['status']}**. {premise.get('reason', '')}", ""]
-    if data.get("tuning_run"):
-        lines += ["**Tuning run** (seeds reserved for choosing settings): this is a pilot, "
-                  "not a verdict; no lock is written from it.", ""]
-    fragile = " — **fragile**" if data.get("fragile") else ""
-    lines += [f"**Verdict on the reviewer's claim: {data['verdict']}**{lock_txt} at "
-              f"`{data['scale']}` scale{fragile}.", ""]
+                  f"{val} — **{premise['status']}**. {premise.get('reason', '')} The premise "
+                  "gates only the parts that explain the paper's effect (marked *gated* "
+                  "below); a proof, an exact count or a byte count never depends on it.", ""]
     stab = data.get("stability")
     if stab:
         lines += [_stability_line(stab), ""]
@@ -288,13 +309,13 @@ def render_markdown(data: Mapping, figure_dir: str | None = None) -> str:
               f"`{data['record']['file']}`, fields "
               f"{', '.join('`' + f + '`' for f in data['record']['fields'])}): "
               f"{data['statement']}", ""]
-    if data.get("needs"):
+    if data.get("needs") and not data.get("questions"):
         lines += [f"What would decide it: {data['needs']}", ""]
 
     lines += ["## Verdict by part", ""]
     lines += [_table(["part", "kind", "verdict", "reachable", "flip distance", "how it decided"],
-                     [[p["id"], _kind(p), f"**{p['verdict']}**" + (" (fragile)" if
-                                                                 p.get("fragile") else ""),
+                     [[p["id"], _kind(p) + (", gated" if p.get("gated") else ""),
+                       f"**{p['verdict']}**" + (" (fragile)" if p.get("fragile") else ""),
                        ", ".join(p.get("reachable", [])), _flip_cell(p), p.get("reason", "")]
                       for p in data["parts"]]), ""]
     if any(p.get("kind") == "derivation" for p in data["parts"]):
@@ -395,6 +416,65 @@ def render_markdown(data: Mapping, figure_dir: str | None = None) -> str:
               f"{data.get('runs', {}).get('cached', '?')} from cache)",
               f"- Command: `{data['command']}`", ""]
     return "\n".join(lines)
+
+
+def question_section(data: Mapping, lock_txt: str = "") -> list[str]:
+    """The report's opening: the claim's single word (SPLIT when its questions differ)
+    and the table of questions, each with its own verdict, kind, scale and record fields;
+    sweep settings as rows of their question."""
+    qs = [q for q in data.get("questions") or [] if isinstance(q, Mapping)]
+    fragile = " — **fragile**" if data.get("fragile") else ""
+    word = data["verdict"]
+    if not qs:
+        return [f"**Verdict on the reviewer's claim: {word}**{lock_txt} at "
+                f"`{data['scale']}` scale{fragile}.", ""]
+    voting = [q for q in qs if q.get("kind") != "measurement"]
+    ways = "; ".join(f"`{q['id']}` {q['verdict']} ({q.get('kind', '')})" for q in voting)
+    caveats = [f"`{q['id']}`: {q['caveat']}" for q in qs if q.get("caveat")]
+    head = (f"**{word}**{lock_txt} at `{data['scale']}` scale{fragile}: "
+            + (f"the questions went different ways ({ways})." if word == "SPLIT" else
+               f"every question agrees ({ways})."))
+    out = ["## The reviewer's questions, one verdict each", "", head, ""]
+    if caveats:
+        out += ["**Read with care**: " + "; ".join(caveats) + ".", ""]
+    rows = []
+    for q in qs:
+        fields = ", ".join(f"`{f}`" for f in q.get("fields", []))
+        decide = q.get("needs", "") if q.get("verdict") == "INCONCLUSIVE" else ""
+        rows.append([f"`{q['id']}`: {q.get('asks', '')}", q.get("kind", ""),
+                     f"**{q['verdict']}**" + (" (settings split)" if q.get("settings_split")
+                                               else ""),
+                     data["scale"], fields or "—",
+                     ", ".join(f"`{p}`" for p in q.get("parts", [])), decide or "—"])
+        for r in q.get("rows", []):
+            if r.get("base"):
+                continue
+            rows.append([f"↳ at {r.get('setting')}", q.get("kind", ""),
+                         str(r.get("verdict")), data["scale"], "", "(sweep, same rule)",
+                         r.get("note", "") or "—"])
+    out += [_table(["question (our words)", "kind", "verdict", "scale", "record fields",
+                    "decided by", "what would decide it"], rows), ""]
+    return out
+
+
+def findings_section(data: Mapping) -> list[str]:
+    """What the evidence shows, in words, with the estimates behind each finding."""
+    found = [f for f in data.get("findings") or [] if isinstance(f, Mapping)]
+    if not found:
+        return []
+    by_name = {e.get("name"): e for e in data.get("estimates", []) if isinstance(e, Mapping)}
+    out = ["## Findings", ""]
+    for f in found:
+        bits = []
+        for name in f.get("estimates", []):
+            e = by_name.get(name)
+            if not e:
+                continue
+            ci = (f" [{_fmt(e['low'])}, {_fmt(e['high'])}]" if e.get("low") is not None
+                  and e.get("high") is not None else "")
+            bits.append(f"`{name}` = {_fmt(e.get('value'))}{ci}")
+        out += [f"- {f['text']}" + (f" ({'; '.join(bits)})" if bits else "")]
+    return out + [""]
 
 
 def render_figures(data: Mapping, out_dir: Path) -> list[Path]:
@@ -586,54 +666,69 @@ def _looks_cell(data: Mapping) -> str:
     return f" (sequential, stopped at look {looks[-1]['look']})"
 
 
-def read_from(smoke: Mapping, full: Mapping) -> tuple[str, str]:
-    """Which scale the verdict about the paper is read from, and why (a fixed rule: the
-    larger setting, unless only the smaller one reproduces the paper's own effect)."""
-    def reproduced(d):
-        p = d.get("premise")
-        return p is None or p.get("status") == "reproduced"
-
-    if smoke["verdict"] == full["verdict"]:
-        return "both", "the two scales agree"
-    if reproduced(full):
-        return "full", ("the larger setting, where the paper's own effect reproduces"
-                        if full.get("premise") else "the larger setting")
-    if reproduced(smoke):
-        return "smoke", ("only there does the paper's own effect reproduce (full: "
-                         f"{full['premise']['status']})")
-    return "full", ("the larger setting; the paper's own effect reproduces at neither "
-                    "scale, so neither verdict speaks for the paper's setting")
-
-
-def _scales_section(out_dir: Path, claims: Mapping) -> list[str]:
-    """Smoke beside full (``out_dir/full/``): agreement, and where to read the verdict."""
-    full_dir = out_dir / "full"
-    if not full_dir.is_dir():
-        return []
-    rows = []
-    for cid in claims:
+def scale_reports(out_dir: Path, cid: str) -> dict[str, Mapping]:
+    """The reports of one claim by scale: ``out_dir`` and, beside it, ``out_dir/full``
+    (an unreadable one is a warning line and left out)."""
+    out: dict[str, Mapping] = {}
+    for folder in (out_dir, out_dir / "full"):
+        if folder != out_dir and not folder.is_dir():
+            continue
         try:
-            smoke, full = load(out_dir, cid), load(full_dir, cid)
+            data = load(folder, cid)
         except AuditError as exc:
-            print(f"audit: warning: {' '.join(str(exc).split())}; left out of the scale "
-                  "comparison", file=sys.stderr)
+            print(f"audit: warning: {' '.join(str(exc).split())}; left out of the "
+                  "question table", file=sys.stderr)
             continue
-        if smoke is None or full is None or not full["seeds"]:
+        if data is not None and str(data.get("scale")) not in out:
+            out[str(data["scale"])] = data
+    return out
+
+
+def question_rows(out_dir: Path, claims: Mapping) -> tuple[list[str], list[list]]:
+    """One row per reviewer question: its verdict at every scale found, side by side,
+    and across scales the common word or SPLIT (never one scale promoted over another)."""
+    from audit import questions
+
+    per_claim = {cid: scale_reports(out_dir, cid) for cid in claims}
+    scales = [s for s in ("smoke", "full", "paper")
+              if any(s in r for r in per_claim.values())]
+    scales += sorted({s for r in per_claim.values() for s in r} - set(scales))
+    rows = []
+    for cid, reports in per_claim.items():
+        if not reports:
             continue
-        where, why = read_from(smoke, full)
-        rows.append([f"`{cid}`", f"{smoke['verdict']} ({_premise_cell(smoke)})",
-                     f"[{full['verdict']}](full/{cid}.md) ({_premise_cell(full)})",
-                     "yes" if smoke["verdict"] == full["verdict"] else "**no**",
-                     f"{len(full['seeds'])} seeds, {full['runtime_s'] / 60:.0f} min",
-                     f"{where}: {why}"])
+        merged = questions.across_scales({s: reports[s].get("questions") or []
+                                          for s in scales if s in reports})
+        for q in merged:
+            cells = []
+            for s in scales:
+                v = q["by_scale"].get(s)
+                if v is None:
+                    cells.append("—")
+                elif s == "full" and s != next(iter(reports)) and out_dir.joinpath(
+                        "full", f"{cid}.md").exists():
+                    cells.append(f"[{v}](full/{cid}.md)")
+                else:
+                    cells.append(v)
+            both = len(q["by_scale"]) > 1
+            rows.append([f"`{cid}`", f"`{q['id']}`: {q['asks']}", q["kind"], *cells,
+                         (f"**{q['combined']}**" if both else "—"), q["why"] or "—"])
+    header = ["claim", "question (our words)", "kind", *scales, "across scales",
+              "why they differ / caveats"]
+    return header, rows
+
+
+def _questions_section(out_dir: Path, claims: Mapping) -> list[str]:
+    header, rows = question_rows(out_dir, claims)
     if not rows:
         return []
-    return ["## Smoke and full scale", "",
-            "Full-scale reports are in [full/](full/README.md). The verdict about the paper "
-            "is read from the larger setting unless only the smaller one reproduces the "
-            "paper's own effect (the premise); the rule is `audit.report.read_from`.", "",
-            _table(["claim", "smoke verdict (premise)", "full verdict (premise)", "agree",
-                    "full run", "read the verdict from"], rows), ""]
+    return ["## Every reviewer question", "",
+            "One row per question a claim answers, with its own verdict and kind (a proof "
+            "and an experiment are never merged into one word). Where scales disagree both "
+            "verdicts are shown and the question is SPLIT across scales, with the reason; "
+            "no scale is promoted over another. Full-scale reports are in "
+            "[full/](full/README.md) where that folder exists.", "",
+            _table(header, rows), ""]
 
 
 def write_index(out_dir: Path, claims: Mapping[str, Claim | PendingClaim]) -> Path:
@@ -686,7 +781,9 @@ def _write_index(out_dir: Path, claims: Mapping[str, Claim | PendingClaim]) -> P
     text = ["# Audit reports", "",
             "Each verdict is about the reviewer's claim: CONFIRMED (the criticism holds on "
             "our runs), REFUTED (it does not), INCONCLUSIVE (this scale and seed count "
-            "cannot decide). Regenerate with `audit run --all --until-decided"
+            "cannot decide). A claim answers one or more reviewer questions, each with its "
+            "own verdict (below); the claim's single word is SPLIT when they differ. "
+            "Regenerate with `audit run --all --until-decided"
             + ("" if scales <= {"smoke"} else
                f" --scale {'|'.join(sorted(scales))} --out {out_dir.as_posix()}")
             + "` (looks at 5, 10 and 20 seeds); re-render without rerunning with `audit "
@@ -700,13 +797,15 @@ def _write_index(out_dir: Path, claims: Mapping[str, Claim | PendingClaim]) -> P
             "seed, flips it.", "",
             _table(["claim", "paper", "falsifier", "premise", "verdict", "reachable",
                     "stability", "locked", "scale", "run"], rows), ""]
-    scales = _scales_section(out_dir, claims)
-    if scales:
-        text += scales
+    text += _questions_section(out_dir, claims)
     if (out_dir / "CHANGES.md").exists():
         text += ["What changed since the last locks, and why: [CHANGES.md](CHANGES.md).", ""]
-    if (out_dir / "coverage.md").exists():
-        text += ["Coverage of the review records by claims: [coverage.md](coverage.md).", ""]
+    # the coverage page follows the reports: regenerated from their JSON with the index
+    from audit import coverage
+
+    coverage.write_coverage(out_dir, claims)
+    text += ["Coverage of the review records by the claims' questions: "
+             "[coverage.md](coverage.md).", ""]
     path = out_dir / "README.md"
     _atomic_write(path, "\n".join(text))
     return path

@@ -91,31 +91,49 @@ def _with(data, verdict, status):
     return d
 
 
-def test_read_from_follows_its_fixed_rule(data):
+def _answers(word, status="reproduced"):
+    return [{"id": "q", "asks": "does it hold?", "kind": "experiment", "verdict": word,
+             "caveat": "" if status == "reproduced" else f"premise {status}"}]
+
+
+def test_disagreeing_scales_are_split_never_one_promoted():
+    from audit import questions
+
+    row, = questions.across_scales({"smoke": _answers("CONFIRMED"),
+                                    "full": _answers("INCONCLUSIVE", "not reproduced")})
+    assert row["combined"] == "SPLIT"
+    assert row["by_scale"] == {"smoke": "CONFIRMED", "full": "INCONCLUSIVE"}
+    assert "smoke: CONFIRMED" in row["why"] and "full: INCONCLUSIVE" in row["why"]
+    assert "premise not reproduced" in row["why"]
+    row, = questions.across_scales({"smoke": _answers("REFUTED"),
+                                    "full": _answers("REFUTED")})
+    assert row["combined"] == "REFUTED" and row["why"] == ""
+    # whichever scale reproduces the premise, a disagreement is never resolved to it
+    for smoke, full in (("CONFIRMED", "REFUTED"), ("REFUTED", "CONFIRMED"),
+                        ("INCONCLUSIVE", "CONFIRMED")):
+        row, = questions.across_scales({"smoke": _answers(smoke), "full": _answers(full)})
+        assert row["combined"] == "SPLIT"
+
+
+def test_index_compares_smoke_and_full_question_by_question(data, tmp_path, toy):
     smoke = _with(data, "CONFIRMED", "reproduced")
-    assert report.read_from(smoke, _with(data, "CONFIRMED", "not reproduced"))[0] == "both"
-    assert report.read_from(smoke, _with(data, "REFUTED", "reproduced"))[0] == "full"
-    where, why = report.read_from(smoke, _with(data, "REFUTED", "not reproduced"))
-    assert where == "smoke" and "only there" in why
-    where, why = report.read_from(_with(data, "CONFIRMED", "undecided"),
-                                  _with(data, "REFUTED", "undecided"))
-    assert where == "full" and "neither" in why
-
-
-def test_index_compares_smoke_and_full(data, tmp_path, toy):
-    report.write_data(_with(data, "CONFIRMED", "reproduced"), tmp_path)
+    smoke["questions"] = _answers("CONFIRMED")
+    report.write_data(smoke, tmp_path)
     full = _with(data, "REFUTED", "reproduced")
     full["scale"] = "full"
+    full["questions"] = _answers("REFUTED")
     report.write_data(full, tmp_path / "full")
     text = report.write_index(tmp_path, claims.registry()).read_text()
-    assert "## Smoke and full scale" in text
+    assert "## Every reviewer question" in text
     row = next(ln for ln in text.splitlines() if ln.startswith("| `toy-claim`")
                and "full/toy-claim.md" in ln)
-    assert "**no**" in row and "full: the larger setting" in row
-    # no full folder: no section
+    assert "**SPLIT**" in row and "smoke: CONFIRMED; full: REFUTED" in row
+    # one scale only: no across-scales word
     other = tmp_path / "other"
-    report.write_data(data, other)
-    assert "Smoke and full" not in report.write_index(other, claims.registry()).read_text()
+    report.write_data(smoke, other)
+    row = next(ln for ln in report.write_index(other, claims.registry()).read_text()
+               .splitlines() if ln.startswith("| `toy-claim` | `q`"))
+    assert "SPLIT" not in row
 
 
 def test_eta_line_spans_first_look_to_cap():
