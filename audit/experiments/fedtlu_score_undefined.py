@@ -29,7 +29,9 @@ import numpy as np
 
 from audit.claims import (FEDTLU, RECORDS, Analysis, Arm, AuditError, Claim, Figure,
                           PaperNumber, RecordRef, RunContext, RunSpec, Table)
-from audit.verdict import Estimate, Outcome, Rule, primary
+from audit import questions
+from audit.questions import Finding, Question
+from audit.verdict import Estimate, Outcome, Rule
 
 CLAIM_ID = "fedtlu-score-undefined"
 INVARIANCE_TOL = 1e-12  # max relative deviation for CONFIRMED
@@ -264,8 +266,24 @@ def analyse(results, ctx: RunContext) -> Analysis:
         f"{gm['large zero-mean move (sd 1)']['score']:.4g}. The score ranks layers by the "
         "consistency of their entries, not by the size of their change.",
     ]
+    findings = (Finding(
+        f"Our own finding, not the reviewer's: the score equals sqrt(1 + mean^2/var) of the "
+        f"update's entries, so it is scale-free (largest relative change under scaling "
+        f"{ds:.1e}) and ignores how far the layer moved; part `scale-invariant` "
+        f"({parts[1].verdict.value}).", ()),)
     return Analysis(estimates=tuple(est), parts=parts, tables=tuple(tables),
-                    figures=tuple(figs), notes=tuple(notes))
+                    figures=tuple(figs), notes=tuple(notes), findings=findings)
+
+
+QUESTIONS = (
+    Question("score-undefined",
+             "Does the Section III score have no value when an update's entries do not "
+             "vary (a frozen, all-zero update included)?",
+             ("referee_report.minor_comments[0]",), ("undefined",), kind="proof"),
+)
+# `scale-invariant` is the project's own finding (the reviewer did not raise it): reported
+# as a finding and a part, never as the reviewer's question
+COMBINATION = questions.combination(QUESTIONS)
 
 
 CLAIM = Claim(
@@ -274,17 +292,16 @@ CLAIM = Claim(
     record=RecordRef(RECORDS[FEDTLU.arxiv_id], ("referee_report.minor_comments[0]",)),
     title="layer score undefined at std = 0",
     statement=("Section III's layer score divides by the spread of the update's entries, "
-               "so it has no value for a constant update, a frozen (all-zero) one included; "
-               "and since it equals sqrt(1 + mean^2/var) it ignores the update's size."),
+               "so it has no value for a constant update, a frozen (all-zero) one "
+               "included."),
     arms=ARMS,
     rules=(RULE_UNDEFINED, RULE_INVARIANT),
-    combination=primary("undefined", "the reviewer's comment is about std = 0; the scale "
-                        "invariance is reported beside"),
+    combination=COMBINATION,
+    questions=QUESTIONS,
     stochastic=False,
     scales=SCALES,
     run=run,
     analyse=analyse,
     paper_numbers=(PaperNumber("layer score", "||dW|| / (sqrt(n) std(dW))", "Section III",
                                "n_nonfinite_literal"),),
-    answers={"referee_report.minor_comments[0]": "undefined"},
 )

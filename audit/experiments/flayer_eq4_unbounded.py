@@ -32,7 +32,9 @@ import numpy as np
 
 from audit.claims import (FLAYER, RECORDS, Analysis, Arm, AuditError, Claim, Figure,
                           PaperNumber, RecordRef, RunContext, RunSpec, Table)
-from audit.verdict import Estimate, Outcome, Rule, primary
+from audit import questions
+from audit.questions import Question
+from audit.verdict import Estimate, Outcome, Rule
 
 CLAIM_ID = "flayer-eq4-unbounded"
 THRESHOLDS = (10.0, 100.0)  # the ladder the multiplier at i = L must pass
@@ -332,6 +334,18 @@ def analyse(results, ctx: RunContext) -> Analysis:
                     figures=tuple(figs), notes=tuple(notes))
 
 
+QUESTIONS = (
+    Question("eq4-unbounded",
+             "Does the Eq. 4 learning-rate factor grow without bound as a layer's gradient "
+             "norm goes to zero?", ("referee_report.minor_comments[2]",), ("unbounded",),
+             kind="proof"),
+    Question("eq4-in-practice",
+             "How large does the factor get on a real network's gradients?", (),
+             ("in-practice",), kind="measurement"),
+)
+COMBINATION = questions.combination(QUESTIONS)
+
+
 CLAIM = Claim(
     id=CLAIM_ID,
     paper=FLAYER,
@@ -342,13 +356,12 @@ CLAIM = Claim(
                "paper states no clipping or floor."),
     arms=ARMS,
     rules=(RULE_UNBOUNDED, RULE_PRACTICE),
-    combination=primary("unbounded", "the reviewer's statement is about the formula; how "
-                        "large the factor gets on real gradients is reported beside"),
+    combination=COMBINATION,
+    questions=QUESTIONS,
     stochastic=False,
     scales=SCALES,
     run=run,
     analyse=analyse,
     paper_numbers=(PaperNumber("layer-wise rate", "eta * (1 + log(1 + 1/||g_i||) * i/L)",
                                "Eq. 4", "m_at_L_grad_1e-300"),),
-    answers={"referee_report.minor_comments[2]": "unbounded"},
 )
