@@ -54,3 +54,31 @@ def test_malloc_tuning_is_applied_once_and_can_be_declined(env, expected):
     out = subprocess.run([sys.executable, "-c", _PROBE], env={**clean, **env},
                          capture_output=True, text=True, check=True)
     assert out.stdout.strip() == expected
+
+
+def test_thread_counts_follow_the_usable_cores(monkeypatch):
+    from audit import runner
+    from audit.fl.bench import thread_counts
+
+    monkeypatch.setattr(runner, "usable_cores", lambda: 3)
+    assert thread_counts("1") == [1] and thread_counts("all") == [3]
+    assert thread_counts("1,all") == [1, 3] and thread_counts("3,all") == [3]
+    for bad in ("0", "x", "1,", "-1"):
+        with pytest.raises(ValueError, match="thread counts"):
+            thread_counts(bad)
+
+
+def test_one_table_at_one_thread_and_at_two_with_the_load_beside_each():
+    from audit.fl.bench import format_table, run_bench_threads
+
+    out = run_bench_threads("cpu", threads="1,2", repeats=1, rounds=1)
+    assert [r["threads"] for r in out["runs"]] == [1, 2]
+    assert [r["threads"] for r in out["table"]] == [1, 2]
+    for row, run in zip(out["table"], out["runs"]):
+        assert row["seconds"] == run["seconds"] and row["load"] == run["load"]
+        assert run["load_samples"] == [run["load"]] and run["cores"] >= 1
+    text = format_table(out["table"])
+    assert text.splitlines()[0].split()[:3] == ["threads", "engine", "s"]
+    assert len(text.splitlines()) == 3
+    single = run_bench_threads("cpu", threads="1", repeats=1, rounds=1)
+    assert single["threads"] == 1 and "table" not in single

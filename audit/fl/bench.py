@@ -27,6 +27,10 @@ Returned keys (times from the repeat with the median ratio, see ``run_bench``):
     malloc             "tuned" (``alloc.keep_freed_memory``, which ``run_federated``
                        applies on the CPU), "environment" or "default"
     repeats, threads, device, torch, workload (the settings above)
+    load               the 1-minute load average when the reported repeat started
+                       (``os.getloadavg``; other jobs on the machine), and
+                       ``load_samples`` at the start of every repeat
+    cores              the cores this process may use (``os.sched_getaffinity``)
 With ``against="flower"`` (``audit bench --against flower``; needs the ``flower`` extra),
 the same workload also runs once through Flower's simulation (``audit.fl.flower``:
 ``run_simulation``, Ray backend, one CPU per client, Flower's FedAvg sampling and
@@ -67,7 +71,8 @@ from .data import FederatedData, dirichlet_partition, load_digits, make_federate
 from .engine import Algorithm, FLConfig, batched_path, evaluate, run_federated
 from .models import build_model
 
-__all__ = ["floor_loop", "plain_loop", "reference_workload", "run_bench"]
+__all__ = ["floor_loop", "plain_loop", "reference_workload", "run_bench", "run_bench_threads",
+           "thread_counts"]
 
 WORKLOAD = dict(dataset="digits", test_fraction=0.2, n_clients=20, alpha=0.1, seed=0,
                 rounds=50, local_epochs=1, batch_size=32, lr=0.05, model="cnn")
@@ -204,7 +209,9 @@ def _bench(device: str, rounds: int | None, sequential: bool, repeats: int) -> d
 
     samples = {"seconds": [], "baseline_seconds": [], "floor_seconds": []}
     cpu = {"seconds": [], "baseline_seconds": []}
+    loads = []
     for _ in range(repeats):
+        loads.append(_load())
         wall, proc, hist = _timed(lambda: run_federated(_model, fed, Algorithm(), cfg), device)
         samples["seconds"].append(wall)
         cpu["seconds"].append(proc)
@@ -220,6 +227,7 @@ def _bench(device: str, rounds: int | None, sequential: bool, repeats: int) -> d
     mid = sorted(range(repeats), key=lambda i: ratios[i])[(repeats - 1) // 2]
     out = {k: v[mid] for k, v in samples.items()}
     out["cpu_seconds"] = cpu["seconds"][mid]
+    out["load"], out["load_samples"] = loads[mid], loads
     out["baseline_cpu_seconds"] = cpu["baseline_seconds"][mid]
     out["accuracy"] = hist.test_acc[-1]
     model = _model().to(device)
@@ -235,10 +243,69 @@ def _bench(device: str, rounds: int | None, sequential: bool, repeats: int) -> d
     out.update({f"{k}_samples": v for k, v in samples.items()})
     out["_final_state"] = hist.final_state
     out.update(repeats=repeats, batched_path=batched_path(_model(), cfg),
-               threads=torch.get_num_threads(), device=device, torch=torch.__version__,
+               threads=torch.get_num_threads(), cores=_cores(), device=device,
+               torch=torch.__version__,
                omp_wait_policy=os.environ.get("OMP_WAIT_POLICY"), malloc=malloc_setting(),
                machine=platform.machine(), workload={**WORKLOAD, "rounds": rounds})
     return out
+
+
+def _load() -> float | None:
+    """The 1-minute load average (None where the platform has none)."""
+    try:
+        return round(os.getloadavg()[0], 2)
+    except (AttributeError, OSError):
+        return None
+
+
+def _cores() -> int:
+    from audit.runner import usable_cores
+
+    return usable_cores()
+
+
+def thread_counts(text: str) -> list[int]:
+    """``audit bench --threads``: a comma list of thread counts, ``all`` meaning the usable
+    cores (``os.sched_getaffinity``), e.g. ``1``, ``all``, ``1,all``; repeats dropped."""
+    out: list[int] = []
+    for item in str(text).split(","):
+        item = item.strip().lower()
+        n = _cores() if item == "all" else int(item) if item.isdigit() else 0
+        if n < 1:
+            raise ValueError(f"thread counts are whole numbers >= 1 or 'all', got {text!r}")
+        if n not in out:
+            out.append(n)
+    return out
+
+
+def run_bench_threads(device: str = "cpu", threads: str | list[int] = "1",
+                      repeats: int = 3, against: str | None = None,
+                      rounds: int | None = None) -> dict:
+    """:func:`run_bench` at each thread count of ``threads`` (see :func:`thread_counts`),
+    one after the other in this process. One count: that run's dict, as before. Several:
+    ``{"runs": [...], "table": [...]}``, ``table`` one row per count with the engine,
+    plain loop and floor seconds, the ratio and the load average beside them (Flower, if
+    asked for, runs once, at the first count)."""
+    counts = thread_counts(threads) if isinstance(threads, str) else list(threads)
+    runs = [run_bench(device, rounds=rounds, threads=n, repeats=repeats,
+                      against=against if i == 0 else None) for i, n in enumerate(counts)]
+    if len(runs) == 1:
+        return runs[0]
+    keys = ("threads", "seconds", "baseline_seconds", "floor_seconds", "ratio", "max_ratio",
+            "cpu_seconds", "load")
+    return {"runs": runs, "table": [{k: r.get(k) for k in keys} for r in runs]}
+
+
+def format_table(table: list[dict]) -> str:
+    """The rows of :func:`run_bench_threads`'s ``table`` as aligned text."""
+    head = ("threads", "engine s", "loop s", "floor s", "loop/engine", "loop/floor",
+            "engine cpu s", "load")
+    keys = ("threads", "seconds", "baseline_seconds", "floor_seconds", "ratio", "max_ratio",
+            "cpu_seconds", "load")
+    rows = [head] + [tuple(f"{r[k]:.2f}" if isinstance(r[k], float) else str(r[k])
+                           for k in keys) for r in table]
+    width = [max(len(row[i]) for row in rows) for i in range(len(head))]
+    return "\n".join("  ".join(c.rjust(w) for c, w in zip(row, width)) for row in rows)
 
 
 def _flower_module():
