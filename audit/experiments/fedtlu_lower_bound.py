@@ -499,6 +499,27 @@ RULE_PRINTED = Rule(
     _decide_printed, kind="derivation", reachable=("CONFIRMED", "REFUTED"))
 
 
+def _decide_readings(ev):
+    rows = ev["rows"]  # (setting, final, per-seed minimum, minimum of the mean curve)
+    txt = "; ".join(f"{st}: Random - FedTLU final {f:+.4g}, per-seed minimum averaged "
+                    f"{m:+.4g}, minimum of the mean curves {c:+.4g}" for st, f, m, c in rows)
+    flips = [st for st, f, m, c in rows if len({np.sign(f), np.sign(m), np.sign(c)}) > 1]
+    return Outcome.INCONCLUSIVE, (
+        f"measurement: {txt}; " + (f"the sign of the comparison depends on the reading in "
+                                   f"{', '.join(flips)}" if flips else
+                                   "the three readings agree in sign in every setting")), ""
+
+
+RULE_READINGS = Rule(
+    "minimum-readings",
+    "A measurement (no verdict): the paper's 'minimum perplexity' read three ways, each "
+    "as Random - FedTLU averaged over the same seeds: the final round, the minimum over "
+    "rounds of each seed's curve then averaged, and the minimum over rounds of the "
+    "seed-averaged curve. It shows whether the unstated reading can change the "
+    "comparison's sign; only the authors can say which one they used.",
+    _decide_readings, kind="measurement", reachable=("INCONCLUSIVE",))
+
+
 QUESTIONS = (
     Question("bounds-do-not-order-changes",
              "Does a larger lower bound (Sec. IV.C) fail to give a larger true loss "
@@ -522,6 +543,11 @@ QUESTIONS = (
              "Can three runs without a spread tell a gap of the paper's size from seed "
              "noise? (CONFIRMED: they cannot)", ("referee_report.major_comments[3]",),
              ("three-runs",)),
+    Question("minimum-reading",
+             "Does the unstated reading of the minimum perplexity (per seed then averaged, "
+             "or of the mean curve) change the comparison?",
+             ("referee_report.minor_comments[2]",), ("minimum-readings",),
+             kind="measurement"),
     Question("consistently-better-wording",
              "Do the paper's own printed tables contradict 'consistently outperforms'?",
              ("referee_report.major_comments[2]",), ("printed-tables",), kind="proof"),
@@ -728,6 +754,16 @@ def analyse(results, ctx: RunContext) -> Analysis:
                                     "factor": f"{factor:.3g}",
                                     "gap_pct": f"{100 * equiv_rel:.3g}"}))
     parts.append(RULE_PRINTED({"rows": PRINTED}))
+    read_rows = []
+    for st in SETTINGS:
+        curves = {a: np.array([results[RunSpec(a, s, st)]["ppl"] for s in seeds])
+                  for a in ("random", "fedtlu")}
+        read_rows.append((st, float(np.mean(curves["random"][:, -1] - curves["fedtlu"][:, -1])),
+                          float(np.mean(curves["random"].min(axis=1)
+                                        - curves["fedtlu"].min(axis=1))),
+                          float(curves["random"].mean(axis=0).min()
+                                - curves["fedtlu"].mean(axis=0).min())))
+    parts.append(RULE_READINGS({"rows": read_rows}))
 
     # ------------------------------------------------------------------------ tables
     tables.append(Table(
@@ -987,7 +1023,7 @@ CLAIM = Claim(
           Arm("none", "control: no repeated block ever updated (known worse)",
               "selector: no block; used only for assay sensitivity")),
     rules=(RULE_ISO, RULE_ORDER, RULE_VACUOUS, RULE_ASSUMPTION, RULE_NOISE, RULE_POWER,
-           RULE_PRINTED),
+           RULE_PRINTED, RULE_READINGS),
     combination=COMBINATION,
     questions=QUESTIONS,
     stochastic=True,

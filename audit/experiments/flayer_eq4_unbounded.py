@@ -56,7 +56,32 @@ ARMS = (
         "as printed"),
     Arm("digits-cnn", "Eq. 4 on real gradient norms of the engine's CNN, init and short "
         "SGD training, seed 0", "as printed; g_i read two ways (probe batch, full set)"),
+    Arm("flayer-runs", "the multipliers FLAYER's own runs reach: flayer-masked-zero's "
+        "setting at this scale (seed 0, no sweeps), arms literal and as-released, every "
+        "round's largest Eq. 4 factor", "as printed, inside real FLAYER training"),
 )
+
+#: The arms of flayer-masked-zero whose rounds are read by `flayer-runs`.
+FLAYER_ARMS = ("literal", "as-released")
+
+
+def _flayer_runs(ctx: RunContext) -> dict:
+    """Run flayer-masked-zero's units for seed 0 at this scale (its setting, sweeps off)
+    and keep each round's largest Eq. 4 multiplier."""
+    from dataclasses import replace
+
+    from audit.experiments import flayer_masked_zero as fmz
+
+    scale = ctx.scale if ctx.scale in fmz.SCALES else "smoke"
+    cfg = dict(fmz.SCALES[scale])
+    sub = replace(ctx, claim_id=fmz.CLAIM_ID, scale=scale, config=cfg, seeds=(0,),
+                  checkpoint_dir=None, on_round=None)
+    out = {}
+    for arm in FLAYER_ARMS:
+        res = fmz.run(RunSpec(arm, 0, ""), sub)
+        out[arm] = [float(m["max_lr_mult"]) for m in res["per_round"]]
+    return {"scale": scale, "model": cfg["model"], "rounds": cfg["rounds"],
+            "lr": cfg["lr"], "per_round": out}
 
 
 # ------------------------------------------------------------------------------ runs
@@ -131,6 +156,8 @@ def run(spec: RunSpec, ctx: RunContext) -> dict:
         return _ladder(ctx.config)
     if spec.arm == "digits-cnn":
         return _digits(ctx.config, ctx)
+    if spec.arm == "flayer-runs":
+        return _flayer_runs(ctx)
     raise AuditError(f"unknown arm {spec.arm!r}")
 
 
@@ -184,9 +211,16 @@ def _practice_decide(ev):
     top = ev["top"]  # (m, layer, reading, step) of the largest multiplier in the rule
     by_reading = "; ".join(f"{r}: max {m:.2f} ({k}, step {s})"
                            for r, (m, k, s) in ev["per_reading"].items())
+    fr = ev.get("flayer_run")
+    in_flayer = ("" if not ev.get("flayer") else
+                 f" Inside FLAYER's own training (flayer-masked-zero, {fr['scale']} setting, "
+                 f"{fr['model']}, lr {fr['lr']:g}, {fr['rounds']} rounds, seed 0) the "
+                 f"largest factor of any round is " + ", ".join(
+                     f"{m:.2f} ({a})" for a, m in ev["flayer"].items()) + ".")
     return Outcome.INCONCLUSIVE, (
         f"measurement, no verdict: the largest multiplier on these runs is {top[0]:.2f} "
-        f"({top[1]}, {top[2]} gradient, step {top[3]}); per reading of g_i: {by_reading}. "
+        f"({top[1]}, {top[2]} gradient, step {top[3]}); per reading of g_i: {by_reading}."
+        f"{in_flayer} "
         "No threshold independent of these numbers exists for 'large in practice' (an "
         "earlier threshold of 5.0 was set with the result in view), so none is applied."), (
         "a threshold from an independent source (e.g. a step size known to diverge)")
@@ -200,7 +234,9 @@ RULE_PRACTICE = Rule(
     "steps (lr 0.05, batch 32), on the first 32 training samples (the probe the "
     "project's FLAYER runs use) and on the whole training set; Eq. 4 as printed on each. "
     "The largest multiplier per reading is reported. Steps 1000 and 3000 are reported "
-    "beside. A finite run cannot show a bound, and no independent threshold for 'large' "
+    "beside, and so are the factors FLAYER's own training reaches (flayer-masked-zero's "
+    "setting at this scale, seed 0, arms literal and as-released, every round). A finite "
+    "run cannot show a bound, and no independent threshold for 'large' "
     "exists, so the part carries no verdict.",
     _practice_decide, kind="measurement", reachable=("INCONCLUSIVE",))
 
@@ -229,7 +265,10 @@ def analyse(results, ctx: RunContext) -> Analysis:
         per_reading[reading] = (m, k, s)
     beside = [(v["m"], k, reading, c["step"]) for c in cks if not c["in_rule"]
               for reading in ("probe", "full") for k, v in c[reading].items()]
-    parts = (RULE_UNBOUNDED(ev_u), RULE_PRACTICE({"top": top, "per_reading": per_reading}))
+    fr = results.get(RunSpec("flayer-runs"))
+    fl_max = ({a: max(v) for a, v in fr["per_round"].items()} if fr else {})
+    parts = (RULE_UNBOUNDED(ev_u), RULE_PRACTICE({"top": top, "per_reading": per_reading,
+                                                  "flayer": fl_max, "flayer_run": fr}))
 
     E = Estimate
     est = [
@@ -263,6 +302,10 @@ def analyse(results, ctx: RunContext) -> Analysis:
         E("practice_max_multiplier_beside", max(beside)[0] if beside else float("nan"),
           unit="x", description="largest multiplier at the longer runs (not in the rule)"),
     ]
+    for a, m in fl_max.items():
+        est.append(E(f"flayer_run_max_multiplier_{a}", m, unit="x",
+                     description=f"largest Eq. 4 factor of any round of FLAYER's own "
+                                 f"training, arm {a} (flayer-masked-zero's setting, seed 0)"))
 
     show = [0, 1, 2, 3, 4, 6, 9, 12, 16, 20, 30, 43, 50, 100, 200, 300]
     tables = [

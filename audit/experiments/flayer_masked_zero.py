@@ -173,6 +173,61 @@ RULE_COLLAPSE = Rule(
 )
 
 
+def _decide_carry(ev: Mapping[str, Any]):
+    """The reviewer's falsifier as written: carry-over against literal, one comparison
+    fixed before the run (no best-of-k), mapped and guarded as `collapse`."""
+    tw = ev["three_way"]
+    out = on_reviewer(tw.outcome, holds_when="SUPPORTED")
+    reason = (f"carry-over vs literal, final personalised accuracy: {tw.reason} Assay "
+              f"sensitivity: {ev['sensitivity']}.")
+    needs = ""
+    if out == Outcome.REFUTED and not ev["sensitive"]:
+        out = Outcome.INCONCLUSIVE
+        reason = ("the comparison alone would refute the reviewer, but the setting has no "
+                  "assay sensitivity at the margin's scale: " + reason)
+        needs = "seeds or a setting that detect a gap of the margin's size"
+    elif out == Outcome.INCONCLUSIVE:
+        needs = (f"{tw.seeds_needed} seeds would detect the observed distance from the "
+                 f"margin" if tw.seeds_needed else "more seeds or a larger scale")
+    return out, reason, needs, {"flip": tw.flip, "resolution": ev["resolution"],
+                                "unit": "accuracy"}
+
+
+RULE_CARRY = Rule(
+    "carry-over-vs-literal",
+    "The reviewer's falsifier as written: A = carry-over (coordinates no client selected "
+    "keep the previous global value), B = literal, paired over seeds (n = {n}), final "
+    "personalised accuracy, one comparison fixed before the run: {rule}. Margin m = "
+    "{margin} (FLAYER's reported lead over its baselines). CONFIRMED when SUPPORTED "
+    "(filling in the zeros alone recovers more than that lead); REFUTED when FALSIFIED "
+    "with assay sensitivity at the margin's scale (a planted drop of m in carry-over "
+    "detected above m/2, and a minimum detectable gap at most m); INCONCLUSIVE "
+    "otherwise, and whenever the premise is not reproduced.",
+    _decide_carry,
+)
+
+
+def _decide_head(ev: Mapping[str, Any]):
+    rows = ev["rows"]  # (label, head size, gap, verdict, premise note)
+    if len(rows) < 2:
+        return Outcome.INCONCLUSIVE, "no head-size sweep at this scale", ""
+    txt = "; ".join(f"s = {h} ({lb}): best corrected - literal {g:+.3f}, collapse rule "
+                    f"{v}" + (f", {note}" if note else "") for lb, h, g, v, note in rows)
+    same = len({v for _, _, _, v, _ in rows}) == 1
+    return Outcome.INCONCLUSIVE, (
+        f"measurement: {txt}; the collapse rule's outcome "
+        + ("does not depend on s here" if same else "depends on s here")), ""
+
+
+RULE_HEAD = Rule(
+    "head-size",
+    "A measurement (no verdict): the collapse comparison (best corrected arm minus "
+    "literal, personalised accuracy, the collapse rule with each cell's own premise) at "
+    "the base head size s of Eq. 2 and at every s of the head sweep, on the sweep seeds; "
+    "it shows whether the outcome is stable in s, which the paper does not report.",
+    _decide_head, kind="measurement", reachable=("INCONCLUSIVE",))
+
+
 def _decide_collapse_global(ev: Mapping[str, Any]):
     tw = ev["three_way"]
     return (Outcome.INCONCLUSIVE,
@@ -224,6 +279,7 @@ SCALES: dict[str, dict] = {
         "cpr_sweep": [5], "sweep_arms": ["literal", "selector-mean", "fedavg"],
         "sweep_seeds": 3,
         "layer_unit": "tensor", "layer_sweep": ["module"], "lr_x20_sweep": True,
+        "head_sweep": [2],
         "margin": MARGIN, "equivalence_margin": EQUIV,
     },
     "full": {
@@ -237,6 +293,7 @@ SCALES: dict[str, dict] = {
         "sweep_arms": ["literal", "carry-over", "selector-mean", "masked-delta", "fedavg"],
         "sweep_seeds": 5,
         "layer_unit": "tensor", "layer_sweep": ["module"], "lr_x20_sweep": True,
+        "head_sweep": [2],
         "margin": MARGIN, "equivalence_margin": EQUIV,
     },
     # the paper's setting (Sec. 5): CIFAR-100, ResNet-18, 20 clients, Dir(0.1), batch 10,
@@ -267,6 +324,7 @@ def specs(ctx: RunContext) -> list[RunSpec]:
     settings = [f"depth={m}" for m, _ in cfg["depth_sweep"]]
     settings += [f"cpr={k}" for k in cfg["cpr_sweep"]]
     settings += [f"layer={u}" for u in cfg.get("layer_sweep", [])]
+    settings += [f"head={h}" for h in cfg.get("head_sweep", [])]
     for st in settings:
         out += [RunSpec(a, s, st) for s in sweep_seeds for a in cfg["sweep_arms"]]
     if cfg.get("lr_x20_sweep"):
@@ -275,6 +333,13 @@ def specs(ctx: RunContext) -> list[RunSpec]:
 
 
 X20 = "released-lr-x20"  # the sweep setting of as-released with the release's x20 factor
+
+
+def head_of(spec: RunSpec, cfg: Mapping) -> int:
+    """The head size s of Eq. 2 for a unit: the config's, or a head=s sweep setting's."""
+    if spec.setting.startswith("head="):
+        return int(spec.setting.split("=", 1)[1])
+    return int(cfg["head_layers"])
 
 
 def _setting(spec: RunSpec, cfg: Mapping) -> tuple[str, dict, int | None, str, float]:
@@ -288,6 +353,8 @@ def _setting(spec: RunSpec, cfg: Mapping) -> tuple[str, dict, int | None, str, f
         cpr = int(spec.setting.split("=", 1)[1])
     elif spec.setting.startswith("layer="):
         unit = spec.setting.split("=", 1)[1]
+    elif spec.setting.startswith("head="):
+        pass  # the head size s of Eq. 2: read by head_of()
     elif spec.setting == X20:
         if not model.startswith("cnn"):
             raise AuditError("the release's x20 rate factor applies to its CNN only")
@@ -323,7 +390,7 @@ def run(spec: RunSpec, ctx: RunContext) -> dict:
         torch.manual_seed(spec.seed)
         init_norm = math.sqrt(sum(float((p.double() ** 2).sum())
                                   for p in model_fn().parameters()))
-    alg = make_algorithm(spec.arm, head_layers=cfg["head_layers"], layer_unit=unit,
+    alg = make_algorithm(spec.arm, head_layers=head_of(spec, cfg), layer_unit=unit,
                          released_lr_factor=factor)
     fl = FLConfig(rounds=cfg["rounds"], clients_per_round=cpr,
                   local_epochs=cfg["local_epochs"], batch_size=cfg["batch_size"],
@@ -528,12 +595,13 @@ def analyse(results: Mapping[RunSpec, Mapping], ctx: RunContext) -> Analysis:
                       description="largest Eq. 4 multiplier in any literal round"))
 
     # ---- sweeps (same rule, same alpha/k; reported, not in the verdict)
-    sweep_rows, sweep_txt, sweep_out, sweep_notes = [], [], {}, {}
+    sweep_rows, sweep_txt, sweep_out, sweep_notes, gaps = [], [], {}, {}, {}
     settings = [("", cfg["model"], "all" if cfg["clients_per_round"] is None
                  else cfg["clients_per_round"])]
     settings += [(f"depth={m}", m, "all") for m, _ in cfg["depth_sweep"]]
     settings += [(f"cpr={c}", cfg["model"], c) for c in cfg["cpr_sweep"]]
     settings += [(f"layer={u}", cfg["model"], "all") for u in cfg.get("layer_sweep", [])]
+    settings += [(f"head={h}", cfg["model"], "all") for h in cfg.get("head_sweep", [])]
     sweep_ids = [st for st, _, _ in settings[1:]]
     sw_seeds = [s for s in seeds  # the seeds of this subset that have every sweep run
                 if sweep_ids and all(RunSpec("literal", s, st) in results for st in sweep_ids)]
@@ -578,6 +646,7 @@ def analyse(results: Mapping[RunSpec, Mapping], ctx: RunContext) -> Analysis:
         d = t.difference
         label = st or "base"
         sweep_out[label] = o
+        gaps[label] = float(d.mean)
         sweep_notes[label] = row_note
         sweep_rows.append((label, model, cpr, len(sds), L, round(float(zf.mean()), 4),
                            round(float(nr.mean()), 3), round(float(p["literal"].mean()), 4),
@@ -609,10 +678,22 @@ def analyse(results: Mapping[RunSpec, Mapping], ctx: RunContext) -> Analysis:
               "setting": f"{cfg['model']}, {cfg['n_clients']} clients, {cpr_txt} per "
                          f"round, layer = {cfg.get('layer_unit', 'tensor')}"}
     part_c = premise_gate(RULE_COLLAPSE(ev_c, params=params), premise)
+    tw_co = stats.three_way(pers["carry-over"], pers["literal"], margin=margin,
+                            equivalence_margin=equiv, alpha=alpha)
+    co_sens, co_txt = _sensitivity(results, seeds, "", "carry-over", pers["carry-over"],
+                                   pers["literal"], margin, equiv, alpha)
+    part_co = premise_gate(RULE_CARRY({"three_way": tw_co, "sensitive": co_sens,
+                                       "sensitivity": co_txt, "resolution": resolution},
+                                      params={"n": tw_co.n, "rule": tw_co.text(),
+                                              "margin": f"{margin:g}"}), premise)
     tw_g = stats.three_way(glob[best], glob["literal"], margin=margin,
                            equivalence_margin=equiv, alpha=alpha_k)
     part_g = RULE_COLLAPSE_GLOBAL({"three_way": tw_g, "best": best},
                                   params={"rule": tw_g.text()})
+    head_rows = [(lb, head_of(RunSpec("literal", seeds[0], "" if lb == "base" else lb), cfg),
+                  gaps[lb], sweep_out[lb].value, sweep_notes.get(lb, ""))
+                 for lb in sweep_out if lb == "base" or lb.startswith("head=")]
+    part_h = RULE_HEAD({"rows": head_rows})
 
     # ---- as-released with the release's x20 rate factor (reported)
     x20_seeds = [s for s in seeds if RunSpec("as-released", s, X20) in results]
@@ -763,7 +844,8 @@ def analyse(results: Mapping[RunSpec, Mapping], ctx: RunContext) -> Analysis:
                 f"printed rule could give the reported accuracy cannot be read from this "
                 f"setting.", ("premise_flayer_minus_fedavg",)),
     )
-    return Analysis(tuple(E), (part_s, part_c, part_g), tuple(tables), tuple(figures),
+    return Analysis(tuple(E), (part_s, part_c, part_co, part_g, part_h), tuple(tables),
+                    tuple(figures),
                     notes, premise=premise, settings=setting_rows, findings=findings,
                     caveats=caveats)
 
@@ -789,12 +871,20 @@ QUESTIONS = (
     Question("accuracy-collapse",
              "Run as printed, does the rule cost more accuracy than FLAYER's reported lead "
              "over its baselines, against a working server rule?",
-             ("skeptic_critique.load_bearing_attack", "falsifier"), ("collapse",),
+             ("skeptic_critique.load_bearing_attack",), ("collapse",),
              sweeps=True,
              decides="the paper's own effect (FLAYER beats FedAvg) must first reproduce: "
                      "the paper's setting (--scale paper: CIFAR-100, ResNet-18, 75 rounds; "
-                     "`audit estimate flayer-masked-zero --scale paper` gives its device "
-                     "time)"),
+                     "`audit estimate flayer-masked-zero --scale paper --device cuda "
+                     "--data-dir PATH` gives its device time)"),
+    Question("falsifier-carry-over",
+             "The reviewer's falsifier as written: does carrying over the previous global "
+             "values, instead of averaging in the zeros, recover more than FLAYER's "
+             "reported lead?", ("falsifier",), ("carry-over-vs-literal",),
+             decides="the paper's own effect (FLAYER beats FedAvg) must first reproduce"),
+    Question("head-size",
+             "Is the collapse comparison stable in the head size s of Eq. 2?",
+             ("referee_report.minor_comments[3]",), ("head-size",), kind="measurement"),
     Question("global-model",
              "How far below a working rule does the printed rule leave the global model?",
              ("skeptic_critique.concrete_test",), ("collapse-global",),
@@ -938,7 +1028,7 @@ CLAIM = Claim(
                "zeros, so unselected weights vanish and selected ones shrink; the "
                "reported accuracy could not come from that rule."),
     arms=ARMS,
-    rules=(RULE_STRUCTURAL, RULE_COLLAPSE, RULE_COLLAPSE_GLOBAL),
+    rules=(RULE_STRUCTURAL, RULE_COLLAPSE, RULE_CARRY, RULE_COLLAPSE_GLOBAL, RULE_HEAD),
     combination=COMBINATION,
     questions=QUESTIONS,
     stochastic=True,

@@ -509,7 +509,8 @@ COMBINED_PARTS = ("regularisation-controls", "layer-targeting")
 
 _PREMISE_NEEDS = ("LIPS's own gain over FedBN must reproduce first: the paper's setting "
                      "(--scale paper: CIFAR-100, ResNet-8, 300 rounds; `audit estimate "
-                     "lips-dropout-control --scale paper` gives its device time)")
+                     "lips-dropout-control --scale paper --device cuda --data-dir PATH` gives its "
+                     "device time)")
 
 QUESTIONS = (
     Question("regularisation-matches",
