@@ -43,7 +43,7 @@ import contextvars
 import inspect
 import math
 import warnings
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache
 from typing import Callable, NamedTuple, Sequence
 
@@ -297,12 +297,20 @@ class TostResult:
 class ThreeWay:
     """Outcome of :func:`three_way` for the claim "A beats B by at least ``margin``".
 
-    ``mde`` is the minimum detectable effect (absolute units of the metric,
-    mde in SD units times the SD of the differences) for the seeds used and
-    ``seeds_needed`` the pairs needed to detect the observed effect
-    (mean - margin) at the same alpha with power ``power``; both are set only
-    when the outcome is INCONCLUSIVE (``seeds_needed`` stays ``None`` when the
-    observed effect or its SD is 0, where no number of seeds is meaningful).
+    ``difference`` holds Hall's interval that the rule read; ``tost`` the equivalence
+    branch (its ``p_value`` is the exact sign tests' larger one-sided p, its interval
+    the same Hall interval, ``equivalent`` whether equivalence decided). ``p_value``: the
+    exact sign test's one-sided p of the branch that decided (of the nearest branch when
+    INCONCLUSIVE). ``falsified_by``: "wrong side" or "equivalence" (no effect as large as
+    d in either direction) when FALSIFIED. ``refused``: the interval alone would have
+    decided, a guard of the rule kept it INCONCLUSIVE (the reason says which).
+
+    ``mde`` is the smallest effect (absolute units of the metric) that the rule itself
+    decides with probability ``power`` at this n, and ``seeds_needed`` the pairs at which
+    it decides the observed effect (mean - margin) with that probability; both simulated
+    on normal differences with the observed SD (docs/STATISTICS.md), set only when the
+    outcome is INCONCLUSIVE, None where no number is meaningful (SD 0, effect 0, or
+    beyond 400 pairs).
     """
 
     outcome: str
@@ -317,6 +325,12 @@ class ThreeWay:
     mde: float | None = None
     seeds_needed: int | None = None
     flip: float | None = None  # smallest one-seed change of a difference that flips it
+    p_value: float | None = None
+    falsified_by: str | None = None
+    sensitivity_checked: bool = True
+    skewness: float = 0.0
+    differing: int | None = None
+    refused: bool = False
 
     @property
     def n(self) -> int:
@@ -628,157 +642,103 @@ def _g(x: float) -> str:
     return f"{x:.4g}"
 
 
-def three_way(
-    a,
-    b,
-    *,
-    margin: float = 0.0,
-    equivalence_margin: float,
-    alpha: float = 0.05,
-    sensitive: bool = True,
-    rng: np.random.Generator | None = None,
-    power: float = 0.8,
-) -> ThreeWay:
-    """Decide the claim "arm A beats arm B by at least ``margin``" from paired seeds.
-
-    The rule of STATISTICS.md ("A three-way rule, fixed before the run"), with
-    d = ``equivalence_margin``, the two-sided paired Student-t interval of
-    :func:`paired_difference` at level 1 - alpha (at every n: the calibration matrix
-    shows t holding its error rates where BCa did not) and the paired TOST of
-    :func:`tost_paired` at ``alpha``. ``rng`` is accepted for compatibility and
-    checked, but nothing resamples: the same data give the same outcome under any
-    generator.
-
-    1. SUPPORTED when the (1 - alpha) CI of mean(A - B) lies entirely above
-       ``margin`` (low > margin). Checked first: a difference shown to exceed
-       the margin supports the claim even if it is also within (-d, +d).
-    2. FALSIFIED when the CI lies entirely below ``margin`` (high < margin,
-       the wrong side), or when TOST shows equivalence within (-d, +d) and
-       ``sensitive`` is True.
-    3. INCONCLUSIVE otherwise -- including equivalence without assay
-       sensitivity (``sensitive=False``: the setting was not shown able to
-       separate the baseline from a known-worse arm; reason says "no assay
-       sensitivity"). Then ``mde`` (absolute: minimum detectable dz for n
-       pairs times the SD of the differences) and ``seeds_needed`` (pairs to
-       detect the observed mean - margin at this alpha and ``power``) are set.
-
-    Under the null (true difference = margin) the false-SUPPORTED rate is at
-    most alpha / 2, since SUPPORTED needs the lower end of a two-sided
-    interval above the margin. The caller maps the outcome onto the
-    REVIEWER's claim (CONFIRMED / REFUTED / INCONCLUSIVE).
-    """
-    margin = float(margin)
-    if not math.isfinite(margin):
-        raise ValueError(f"margin must be finite; got {margin}")
-    alpha = _check_alpha(alpha, upper=0.5)
-    if rng is not None:
-        _check_rng(rng)
-    diff = paired_difference(a, b, level=1 - alpha, method="hall")
-    # TOST at alpha / 2 per side: equivalence is the same (1 - alpha) interval inside
-    # (-d, +d) (at alpha per side skewed differences broke the level; calibration.py)
-    tost = tost_paired(a, b, equivalence_margin, alpha=alpha / 2)
-    # equivalence is decided on the rule's own (1 - alpha) interval (Hall's skewness-
-    # corrected t, the same one as SUPPORTED reads); the t-based TOST p is reported
-    inside = (-tost.margin < diff.low) and (diff.high < tost.margin)
-    tost = TostResult(tost.p_value, diff.low, diff.high, tost.margin, bool(inside),
-                      tost.alpha)
-    n, d = diff.n, tost.margin
-    ci = f"{_g((1 - alpha) * 100)}% {diff.method} CI [{_g(diff.low)}, {_g(diff.high)}]"
-    tost_txt = (
-        f"TOST within (-{_g(d)}, +{_g(d)}) at {_g(alpha / 2)} per side p = "
-        f"{_g(tost.p_value)}, {_g((1 - alpha) * 100)}% CI [{_g(tost.low90)}, {_g(tost.high90)}]"
-    )
-    head = f"n = {n} pairs, alpha = {_g(alpha)}: mean(A - B) = {_g(diff.mean)}, {ci}"
-    common = dict(
-        difference=diff, tost=tost, margin=margin, equivalence_margin=d, alpha=alpha,
-        sensitive=bool(sensitive), power=float(power),
-    )
-
-    a_arr, b_arr = _as_pair(a, b)
-    if _FLIP.get():
-        common["flip"] = flip_distance(a_arr - b_arr, margin=margin, equivalence_margin=d,
-                                       alpha=alpha, sensitive=bool(sensitive))
-    if diff.low > margin:
-        reason = f"SUPPORTED: {head} lies above the margin {_g(margin)}."
-        return ThreeWay("SUPPORTED", reason=reason, **common)
-    if diff.high < margin:
-        reason = f"FALSIFIED: {head} lies entirely below the margin {_g(margin)} (wrong side)."
-        return ThreeWay("FALSIFIED", reason=reason, **common)
-    if tost.equivalent and sensitive:
-        reason = (
-            f"FALSIFIED: {head} straddles the margin {_g(margin)} and equivalence holds "
-            f"({tost_txt} inside it, p < alpha) with assay sensitivity shown."
-        )
-        return ThreeWay("FALSIFIED", reason=reason, **common)
-
-    mde = minimum_detectable_effect(n, alpha=alpha, power=power) * diff.sd
-    effect = diff.mean - margin
-    needed = None
-    if effect != 0.0 and diff.sd > 0.0:
-        try:
-            needed = seeds_needed(effect, diff.sd, alpha=alpha, power=power)
-        except ValueError:  # dz so small (a float residue) that no sample size reaches it
-            needed = None
-    gap = (f"the observed distance {_g(effect)} of mean(A - B) = {_g(diff.mean)} from the "
-           f"margin {_g(margin)}")
-    if needed:
-        need_txt = f"{needed} pairs would detect {gap}"
-    elif effect == 0.0:
-        need_txt = f"no number of seeds would detect {gap}"
-    else:
-        need_txt = f"no feasible number of seeds would detect {gap}"
-    if tost.equivalent:
-        why = f"equivalence holds ({tost_txt}) but there is no assay sensitivity"
-    else:
-        why = f"equivalence is not shown ({tost_txt})"
-    reason = (
-        f"INCONCLUSIVE: {head} straddles the margin {_g(margin)} and {why}; "
-        f"the minimum detectable effect at n = {n} is {_g(mde)} and {need_txt}."
-    )
-    return ThreeWay("INCONCLUSIVE", reason=reason, mde=mde, seeds_needed=needed, **common)
-
-
-# --------------------------------------------------------------------------- #
-# the three-way rule, vectorised: calibration and stability
-# --------------------------------------------------------------------------- #
-
 #: Integer codes of :func:`three_way_codes`, in the order of :data:`OUTCOMES`.
 SUPPORTED, FALSIFIED, INCONCLUSIVE = 0, 1, 2
+
+#: The skewness allowance of the rule's interval: its lower end is Hall's with the
+#: sample skewness g taken as g - SKEW_ALLOWANCE, its upper end with g + SKEW_ALLOWANCE,
+#: so each end allows for a population more skewed against it than the sample shows (a
+#: small sample rarely shows the long tail). Chosen by the calibration matrix
+#: (docs/STATISTICS.md, "The three-way rule").
+SKEW_ALLOWANCE = 1.0
+
+#: Fewest pairs at which the rule decides anything: below it, differences skewed like the
+#: matrix's exponential and lognormal cells break the level even when every seed agrees
+#: in sign (docs/STATISTICS.md, "Why the rule refuses").
+MIN_PAIRS = 8
+
+
+def min_differing(alpha_side: float) -> int:
+    """Fewest nonzero differences with which an exact sign test can reach a one-sided
+    p-value of ``alpha_side``: the smallest k with 2**-k <= alpha_side (6 at 0.025)."""
+    alpha_side = _check_alpha(alpha_side)
+    return max(1, math.ceil(-math.log2(alpha_side) - 1e-12))
 
 
 class ThreeWayCodes(NamedTuple):
     """Outcome codes (0 SUPPORTED, 1 FALSIFIED, 2 INCONCLUSIVE) and which branch decided
-    (``by_equivalence``: FALSIFIED through TOST, not through the wrong side)."""
+    (``by_equivalence``: FALSIFIED through equivalence, not through the wrong side);
+    ``refused``: the interval alone would have decided but a guard (too few pairs, too
+    few differing seeds, a sign test short of alpha / 2, skewness) kept it INCONCLUSIVE."""
 
     codes: np.ndarray
     by_equivalence: np.ndarray
+    refused: np.ndarray | None = None
 
 
-def three_way_text(margin: float, equivalence_margin: float, alpha: float,
-                   n: int | None = None) -> str:
-    """The three-way rule in words, from the parameters that decide it (printed rules are
-    generated from this, so a ``--set`` of a margin changes the text)."""
-    n_txt = f"n = {n} pairs" if n is not None else "n = the seeds run"
-    return (f"three-way rule on the paired per-seed differences A - B ({n_txt}): "
-            f"SUPPORTED when the two-sided {_g(100 * (1 - alpha))}% CI (Hall's skewness-"
-            f"corrected Student-t) lies above "
-            f"the margin m = {_g(margin)}; FALSIFIED when it lies below m, or when it lies "
-            f"inside (-{_g(equivalence_margin)}, +{_g(equivalence_margin)}) (paired TOST at "
-            f"{_g(alpha / 2)} per side) with assay sensitivity shown; INCONCLUSIVE otherwise. "
-            f"Each error (false SUPPORTED, false FALSIFIED) is at most alpha = {_g(alpha)}, "
-            f"measured by simulation (audit/calibration.py)")
+def _sign_p(pos, neg):
+    """One-sided exact sign-test p-value P(X >= pos), X ~ Binomial(pos + neg, 1/2):
+    ``scipy.stats.binomtest(pos, pos + neg, alternative="greater").pvalue``, vectorised
+    (``scipy.stats.binom.sf``); 1 where no pair differs."""
+    pos = np.asarray(pos)
+    return np.where(pos + np.asarray(neg) > 0,
+                    _sps.binom.sf(pos - 1, pos + np.asarray(neg), 0.5), 1.0)
+
+
+def _rule_arrays(D, margin: float, d: float, alpha: float):
+    """Everything the three-way rule reads, for every row of ``D`` (m rows, n pairs)."""
+    m, n = D.shape
+    mean = D.mean(axis=1)
+    sd = D.std(axis=1, ddof=1)
+    scale = np.maximum(np.max(np.abs(D), axis=1), abs(margin) + abs(d))
+    tol = 8 * np.finfo(float).eps * np.maximum(scale, 1e-300)
+    const = np.ptp(D, axis=1) <= tol
+    skew = np.where(const, 0.0, _skew(D, axis=1))
+    sd0 = np.where(const, 0.0, sd)
+    hl, _ = _hall_bounds(mean, sd0, skew - SKEW_ALLOWANCE, n, 1 - alpha)
+    _, hh = _hall_bounds(mean, sd0, skew + SKEW_ALLOWANCE, n, 1 - alpha)
+    low = np.where(const, mean, hl)
+    high = np.where(const, mean, hh)
+    t = tol[:, None]
+    differ = (np.abs(D) > t).sum(axis=1)
+    up = D - margin
+    p_sup = _sign_p((up > t).sum(axis=1), (up < -t).sum(axis=1))
+    p_wrong = _sign_p((up < -t).sum(axis=1), (up > t).sum(axis=1))
+    lo_e, hi_e = D + d, D - d
+    p_eq_low = _sign_p((lo_e > t).sum(axis=1), (lo_e < -t).sum(axis=1))  # mean > -d
+    p_eq_high = _sign_p((hi_e < -t).sum(axis=1), (hi_e > t).sum(axis=1))  # mean < +d
+    return dict(mean=mean, sd=np.where(const, 0.0, sd), skew=skew, const=const, low=low,
+                high=high, differ=differ, p_sup=p_sup, p_wrong=p_wrong,
+                p_eq=np.maximum(p_eq_low, p_eq_high))
+
+
+def _decide(r, n: int, margin: float, d: float, alpha: float, sensitive: bool):
+    """The rule on the arrays of :func:`_rule_arrays`: codes, by-equivalence, refused."""
+    side = alpha / 2
+    need = max(min_differing(side), 1)
+    enough = (~r["const"]) & (n >= MIN_PAIRS) & (r["differ"] >= need)
+    sup_ci = r["low"] > margin
+    wrong_ci = ~sup_ci & (r["high"] < margin)
+    eq_ci = ~sup_ci & ~wrong_ci & (r["low"] > -d) & (r["high"] < d) & bool(sensitive)
+    sup = sup_ci & enough & (r["p_sup"] <= side)
+    wrong = wrong_ci & enough & (r["p_wrong"] <= side)
+    eq = eq_ci & enough & (r["p_eq"] <= side)
+    codes = np.full(sup.shape, INCONCLUSIVE, dtype=np.int8)
+    codes[sup] = SUPPORTED
+    codes[wrong | eq] = FALSIFIED
+    refused = (sup_ci & ~sup) | (wrong_ci & ~wrong) | (eq_ci & ~eq)
+    return codes, eq, refused
 
 
 def three_way_codes(D, *, margin: float = 0.0, equivalence_margin: float,
-                    alpha: float = 0.05, sensitive: bool = True) -> ThreeWayCodes:
+                    alpha: float = 0.05, sensitive: bool | None = True) -> ThreeWayCodes:
     """:func:`three_way`'s outcome for every row of ``D`` (shape ``(m, n)``: m samples of
     n paired differences), without building the result objects.
 
     The same decisions as :func:`three_way` (a test checks them against each other on
-    random data, degenerate rows included): the (1 - alpha) two-sided paired t interval
-    against ``margin``, then TOST as the (1 - 2 alpha) t interval inside (-d, +d). Used
-    by the calibration matrix (millions of simulated decisions) and by
-    :func:`flip_distance`.
+    random data, degenerate rows included). Used by the calibration matrix (millions of
+    simulated decisions), by :func:`flip_distance` and by the simulated seeds-needed and
+    minimum detectable effect.
     """
     D = np.atleast_2d(np.asarray(D, dtype=float))
     m, n = D.shape
@@ -786,29 +746,259 @@ def three_way_codes(D, *, margin: float = 0.0, equivalence_margin: float,
         raise ValueError(f"fewer than 2 values per row in D: got {n}")
     alpha = _check_alpha(alpha, upper=0.5)
     d = float(equivalence_margin)
-    mean = D.mean(axis=1)
-    sd = D.std(axis=1, ddof=1)
-    # constant rows (up to rounding of the differences' magnitude): the point interval
-    scale = np.max(np.abs(D), axis=1)
-    const = np.ptp(D, axis=1) <= 8 * np.finfo(float).eps * np.maximum(scale, 1e-300)
-    # Hall's skewness-corrected t interval at 1 - alpha; equivalence reads the same
-    # interval (TOST at alpha / 2 per side). With the plain t interval and TOST at alpha
-    # per side, right-skewed differences gave 0.055-0.079 false equivalences and
-    # left-skewed ones 0.057 false SUPPORTED against 0.05 (the calibration matrix).
-    skew = _skew(D, axis=1)
-    hl, hh = _hall_bounds(mean, sd, skew, n, 1 - alpha)
-    low = np.where(const, mean, hl)
-    high = np.where(const, mean, hh)
-    equiv = (low > -d) & (high < d)
-    codes = np.full(m, INCONCLUSIVE, dtype=np.int8)
-    by_eq = np.zeros(m, dtype=bool)
-    sup = low > margin
-    wrong = ~sup & (high < margin)
-    eq = ~sup & ~wrong & equiv & bool(sensitive)
-    codes[sup] = SUPPORTED
-    codes[wrong | eq] = FALSIFIED
-    by_eq[eq] = True
-    return ThreeWayCodes(codes, by_eq)
+    margin = float(margin)
+    sens = True if sensitive is None else bool(sensitive)
+    r = _rule_arrays(D, margin, d, alpha)
+    codes, eq, refused = _decide(r, n, margin, d, alpha, sens)
+    return ThreeWayCodes(codes, eq, refused)
+
+
+# --------------------------------------------------------------------------- #
+# power of the rule itself, by simulation (normal differences, fixed stream)
+# --------------------------------------------------------------------------- #
+
+_POWER_REPS = 4000
+_POWER_SEED = 20261217  # fixed: the figures are repeatable; no verdict reads them
+_N_MAX = 400
+
+
+@lru_cache(maxsize=8)
+def _power_noise(n: int) -> np.ndarray:
+    return np.random.default_rng([_POWER_SEED, n]).standard_normal((_POWER_REPS, n))
+
+
+def _rule_power(dz: float, n: int, alpha: float) -> float:
+    """Share of normal samples of n differences with mean dz (SD 1) that the rule
+    decides on the side of dz's sign (margin 0, no equivalence branch)."""
+    D = abs(dz) + _power_noise(n)
+    codes = three_way_codes(D, margin=0.0, equivalence_margin=1e-9, alpha=alpha,
+                            sensitive=False).codes
+    return float(np.mean(codes == SUPPORTED))
+
+
+@lru_cache(maxsize=4096)
+def rule_seeds_needed(dz: float, alpha: float = 0.05, power: float = 0.8) -> int | None:
+    """Pairs the three-way rule itself needs to decide an effect of ``dz`` SDs of the
+    differences with probability ``power``, by simulation of the rule on normal
+    differences (4,000 samples a candidate n, one fixed stream); None beyond 400 pairs."""
+    dz = abs(float(dz))
+    if not math.isfinite(dz) or dz == 0.0:
+        return None
+    if _rule_power(dz, _N_MAX, alpha) < power:
+        return None
+    lo, hi = MIN_PAIRS - 1, MIN_PAIRS
+    while _rule_power(dz, hi, alpha) < power:
+        lo, hi = hi, min(2 * hi, _N_MAX)
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if _rule_power(dz, mid, alpha) >= power:
+            hi = mid
+        else:
+            lo = mid
+    return hi
+
+
+@lru_cache(maxsize=1024)
+def rule_mde(n: int, alpha: float = 0.05, power: float = 0.8) -> float | None:
+    """Smallest effect (SD units of the differences) the three-way rule decides with
+    probability ``power`` at ``n`` pairs, by simulation on normal differences; None where
+    the rule cannot decide at all at this n (fewer than MIN_PAIRS, or alpha / 2 out of the
+    exact sign test's reach)."""
+    n = _check_n(n)
+    if n < MIN_PAIRS or n < min_differing(alpha / 2) or _rule_power(50.0, n, alpha) < power:
+        return None
+    lo, hi = 0.0, 1.0
+    while _rule_power(hi, n, alpha) < power:
+        lo, hi = hi, 2 * hi
+    for _ in range(30):
+        mid = 0.5 * (lo + hi)
+        if _rule_power(mid, n, alpha) >= power:
+            hi = mid
+        else:
+            lo = mid
+    return hi
+
+
+def three_way(
+    a,
+    b,
+    *,
+    margin: float = 0.0,
+    equivalence_margin: float,
+    alpha: float = 0.05,
+    sensitive: bool | None = None,
+    rng: np.random.Generator | None = None,
+    power: float = 0.8,
+) -> ThreeWay:
+    """Decide the claim "arm A beats arm B by at least ``margin``" from paired seeds.
+
+    The rule (docs/STATISTICS.md, "The three-way rule"), with d = ``equivalence_margin``:
+    the INTERVAL (Hall's skewness-corrected t interval at 1 - alpha, each end computed
+    with a skewness allowance of :data:`SKEW_ALLOWANCE` against it: method "robust-hall")
+    and the TEST (exact sign tests at alpha / 2 per side, scipy's binomial) must agree, on
+    a sample that can carry the decision (the GUARDS: at least :data:`MIN_PAIRS` pairs,
+    not all equal, at least :func:`min_differing` (alpha / 2) seeds whose arms differ).
+
+    1. SUPPORTED when the interval lies above ``margin`` and the sign test of
+       "difference > margin" has p <= alpha / 2. Checked first.
+    2. FALSIFIED (wrong side) when the interval lies below ``margin`` and the sign test
+       of "difference < margin" has p <= alpha / 2.
+       FALSIFIED (equivalence: no effect as large as d either way) when the interval lies
+       inside (-d, +d), both sign tests (above -d, below +d) have p <= alpha / 2, and
+       ``sensitive`` is not False.
+    3. INCONCLUSIVE otherwise; where the interval alone would have decided, the reason
+       names the guard that refused ("3 of 10 seeds differ; an exact sign test cannot
+       reach alpha / 2 = 0.025 with fewer than 6").
+
+    ``sensitive``: True when the caller showed assay sensitivity, False when it did not
+    (equivalence then stays INCONCLUSIVE), None (the default) when this call was not told:
+    equivalence still decides, as before, and the reason says that sensitivity was not
+    checked here. ``rng`` is accepted for compatibility and checked; nothing resamples.
+
+    When INCONCLUSIVE, ``mde`` (absolute units: the smallest effect the rule decides with
+    probability ``power`` at this n, simulated on normal differences with the observed
+    SD) and ``seeds_needed`` (pairs at which the rule decides the observed mean - margin
+    with that probability, simulated the same way) are set; both are None where no n up
+    to 400 suffices or the SD is 0. ``p_value`` is the exact sign test's p of the branch
+    that decided (or of the nearest branch when INCONCLUSIVE). Each one-sided error is
+    measured at or below alpha / 2 by ``python -m audit.calibration``.
+    """
+    margin = float(margin)
+    if not math.isfinite(margin):
+        raise ValueError(f"margin must be finite; got {margin}")
+    alpha = _check_alpha(alpha, upper=0.5)
+    if rng is not None:
+        _check_rng(rng)
+    a_arr, b_arr = _as_pair(a, b)
+    hall = paired_difference(a_arr, b_arr, level=1 - alpha, method="hall")
+    tost0 = tost_paired(a_arr, b_arr, equivalence_margin, alpha=alpha / 2)
+    d = tost0.margin
+    sens = True if sensitive is None else bool(sensitive)
+    D = (a_arr - b_arr)[None, :]
+    r = _rule_arrays(D, margin, d, alpha)
+    # the interval of the decision: Hall's bounds (the point for constant differences,
+    # which the guards then refuse), identical to paired_difference's
+    diff = replace(hall, low=float(r["low"][0]), high=float(r["high"][0]),
+                   method="robust-hall")
+    codes, eq, refused = _decide(r, diff.n, margin, d, alpha, sens)
+    code, by_eq, ref = int(codes[0]), bool(eq[0]), bool(refused[0])
+    p_sup, p_wrong, p_eq = (float(r[k][0]) for k in ("p_sup", "p_wrong", "p_eq"))
+    g, differ = float(r["skew"][0]), int(r["differ"][0])
+    n, side = diff.n, alpha / 2
+    need = min_differing(side)
+    inside = bool((r["low"][0] > -d) and (r["high"][0] < d))
+    tost = TostResult(p_eq, diff.low, diff.high, d, bool(by_eq), side)
+    ci = (f"{_g((1 - alpha) * 100)}% CI [{_g(diff.low)}, {_g(diff.high)}] (Hall's, skewness "
+          f"allowance {_g(SKEW_ALLOWANCE)})")
+    head = f"n = {n} pairs, alpha = {_g(alpha)}: mean(A - B) = {_g(diff.mean)}, {ci}"
+    signs = (f"exact sign test p = {_g(p_sup)} (above {_g(margin)}), {_g(p_wrong)} "
+             f"(below), {_g(p_eq)} (inside +-{_g(d)})")
+    common = dict(difference=diff, tost=tost, margin=margin, equivalence_margin=d,
+                  alpha=alpha, sensitive=sens, power=float(power),
+                  sensitivity_checked=sensitive is not None, skewness=g, differing=differ,
+                  refused=ref)
+    if _FLIP.get():
+        common["flip"] = flip_distance(a_arr - b_arr, margin=margin, equivalence_margin=d,
+                                       alpha=alpha, sensitive=sens)
+    if code == SUPPORTED:
+        reason = (f"SUPPORTED: {head} lies above the margin {_g(margin)}, and the exact sign "
+                  f"test agrees (p = {_g(p_sup)} <= {_g(side)}; {differ} of {n} seeds "
+                  f"differ, skewness {_g(g)}).")
+        return ThreeWay("SUPPORTED", reason=reason, p_value=p_sup, **common)
+    if code == FALSIFIED and not by_eq:
+        reason = (f"FALSIFIED (wrong side): {head} lies entirely below the margin "
+                  f"{_g(margin)}, and the exact sign test agrees (p = {_g(p_wrong)} <= "
+                  f"{_g(side)}; {differ} of {n} seeds differ, skewness {_g(g)}).")
+        return ThreeWay("FALSIFIED", reason=reason, p_value=p_wrong,
+                        falsified_by="wrong side", **common)
+    if code == FALSIFIED:
+        sens_txt = ("with assay sensitivity shown by the caller" if sensitive
+                    else "assay sensitivity was not checked by this call")
+        reason = (f"FALSIFIED (no effect as large as d = {_g(d)} in either direction): "
+                  f"{head} lies inside (-{_g(d)}, +{_g(d)}) and both exact sign tests agree "
+                  f"(p = {_g(p_eq)} <= {_g(side)}; {differ} of {n} seeds differ, skewness "
+                  f"{_g(g)}); {sens_txt}.")
+        return ThreeWay("FALSIFIED", reason=reason, p_value=p_eq,
+                        falsified_by="equivalence", **common)
+
+    # INCONCLUSIVE: why, then what would decide it
+    if r["low"][0] > margin:
+        side_txt, p_near = f"lies above the margin {_g(margin)}", p_sup
+    elif r["high"][0] < margin:
+        side_txt, p_near = f"lies below the margin {_g(margin)}", p_wrong
+    elif inside and sens:
+        side_txt, p_near = f"lies inside (-{_g(d)}, +{_g(d)})", p_eq
+    else:
+        side_txt, p_near = None, min(p_sup, p_wrong, p_eq)
+    if ref:
+        if bool(r["const"][0]):
+            why = (f"all {n} differences are equal ({_g(diff.mean)}): a sample with no "
+                   f"spread carries no evidence of its error, so no interval from it decides")
+        elif n < MIN_PAIRS:
+            why = (f"n = {n} pairs: below {MIN_PAIRS} the rule does not decide (skewed "
+                   f"differences break its level even when every seed agrees in sign)")
+        elif differ < need:
+            why = (f"{differ} of {n} seeds differ; an exact sign test cannot reach alpha / 2 "
+                   f"= {_g(side)} with fewer than {need}")
+        elif p_near > side:
+            why = (f"the exact sign test does not agree (p = {_g(p_near)} > {_g(side)}; "
+                   f"{differ} of {n} seeds differ)")
+        else:  # pragma: no cover - every refusal has one of the reasons above
+            why = "a guard of the rule refused"
+        state = f"{head} {side_txt}, but the rule refuses to decide: {why}"
+    elif inside and not sens:
+        state = (f"{head} lies inside (-{_g(d)}, +{_g(d)}) but there is no assay sensitivity, "
+                 f"so equivalence does not count")
+    else:
+        state = (f"{head} straddles the margin {_g(margin)} and is not inside "
+                 f"(-{_g(d)}, +{_g(d)}); {signs}")
+    mde = needed = None
+    if diff.sd > 0 and _FLIP.get():  # skipped inside the runner's leave-one-out re-analyses
+        m_sd = rule_mde(n, alpha, float(power))
+        mde = None if m_sd is None else m_sd * diff.sd
+        effect = diff.mean - margin
+        if effect != 0.0:
+            needed = rule_seeds_needed(round(abs(effect) / diff.sd, 6), alpha, float(power))
+    effect = diff.mean - margin
+    gap = f"the observed distance {_g(effect)} of mean(A - B) from the margin {_g(margin)}"
+    if needed:
+        need_txt = (f"about {needed} pairs would let this rule decide {gap} "
+                    f"(simulated, power {_g(power)})")
+    elif effect == 0.0 or diff.sd == 0.0:
+        need_txt = f"no number of seeds can be estimated for {gap}"
+    else:
+        need_txt = f"no number of seeds up to {_N_MAX} would let this rule decide {gap}"
+    mde_txt = (f"the smallest effect this rule decides at n = {n} (power {_g(power)}) is "
+               f"{_g(mde)}" if mde is not None else
+               f"the rule cannot decide at n = {n}" if n < MIN_PAIRS or n < need else
+               "no minimum detectable effect can be estimated (no spread)")
+    reason = f"INCONCLUSIVE: {state}; {mde_txt}, and {need_txt}."
+    return ThreeWay("INCONCLUSIVE", reason=reason, mde=mde, seeds_needed=needed,
+                    p_value=p_near, **common)
+
+
+# --------------------------------------------------------------------------- #
+# the three-way rule, vectorised: calibration and stability
+# --------------------------------------------------------------------------- #
+
+def three_way_text(margin: float, equivalence_margin: float, alpha: float,
+                   n: int | None = None) -> str:
+    """The three-way rule in words, from the parameters that decide it (printed rules are
+    generated from this, so a ``--set`` of a margin changes the text)."""
+    n_txt = f"n = {n} pairs" if n is not None else "n = the seeds run"
+    side = alpha / 2
+    return (f"three-way rule on the paired per-seed differences A - B ({n_txt}): "
+            f"SUPPORTED when the two-sided {_g(100 * (1 - alpha))}% CI (Hall's skewness-"
+            f"corrected Student-t) lies above the margin m = {_g(margin)} and an exact sign "
+            f"test agrees at {_g(side)}; FALSIFIED when both lie below m, or when the CI lies "
+            f"inside (-{_g(equivalence_margin)}, +{_g(equivalence_margin)}) and exact sign "
+            f"tests agree at {_g(side)} per side (no effect as large as "
+            f"{_g(equivalence_margin)}), with assay sensitivity; INCONCLUSIVE otherwise, and "
+            f"always with fewer than {MIN_PAIRS} pairs, with all differences equal, with "
+            f"or with fewer than {min_differing(side)} seeds whose arms differ; the CI's ends "
+            f"allow for skewness {_g(SKEW_ALLOWANCE)} beyond the sample's, against each end. "
+            f"Each error (false SUPPORTED, false FALSIFIED) is at most alpha / 2 = {_g(side)}, "
+            f"measured by simulation (python -m audit.calibration)")
 
 
 def flip_distance(d, *, margin: float = 0.0, equivalence_margin: float,

@@ -19,7 +19,9 @@ from scipy import stats
 from statsmodels.stats.power import TTestPower
 from statsmodels.stats.weightstats import DescrStatsW
 
+import audit.stats as stats_mod
 from audit.stats import (
+    three_way_codes,
     Interval,
     PairedDifference,
     bootstrap_interval,
@@ -409,8 +411,8 @@ def test_smallest_signflip_p_matches_exact_wilcoxon(n):
 # the three-way rule
 # --------------------------------------------------------------------------- #
 
-_B5 = np.array([0.80, 0.82, 0.79, 0.81, 0.83])
-_NOISE5 = np.array([0.01, -0.02, 0.015, -0.005, 0.0])
+_B10 = np.array([0.80, 0.82, 0.79, 0.81, 0.83, 0.78, 0.84, 0.80, 0.82, 0.81])
+_NOISE10 = np.array([0.01, -0.02, 0.015, -0.005, 0.0, 0.012, -0.011, 0.004, -0.008, 0.013])
 
 
 @pytest.mark.parametrize(
@@ -420,115 +422,128 @@ _NOISE5 = np.array([0.01, -0.02, 0.015, -0.005, 0.0])
         pytest.param(0.10, 0.05, True, "SUPPORTED", "lies above the margin 0.05", id="supported-margin"),
         pytest.param(0.10, 0.2, True, "FALSIFIED", "wrong side", id="below-margin"),
         pytest.param(-0.10, 0.0, True, "FALSIFIED", "wrong side", id="wrong-side"),
-        pytest.param(0.0, 0.0, True, "FALSIFIED", "equivalence holds", id="equivalent"),
+        pytest.param(0.0, 0.0, True, "FALSIFIED", "no effect as large as d = 0.05", id="equivalent"),
         pytest.param(0.0, 0.0, False, "INCONCLUSIVE", "no assay sensitivity", id="no-sensitivity"),
     ],
 )
 def test_three_way_branches(shift, margin, sensitive, outcome, phrase):
-    a = _B5 + shift + _NOISE5
-    res = three_way(a, _B5, margin=margin, equivalence_margin=0.05, sensitive=sensitive)
-    assert res.outcome == outcome
+    a = _B10 + shift + _NOISE10
+    res = three_way(a, _B10, margin=margin, equivalence_margin=0.05, sensitive=sensitive)
+    assert res.outcome == outcome, res.reason
     assert phrase in res.reason
-    assert "n = 5" in res.reason and "alpha = 0.05" in res.reason
+    assert "n = 10" in res.reason and "alpha = 0.05" in res.reason
     assert isinstance(res.difference, PairedDifference)
     assert res.difference.level == pytest.approx(0.95)
+    assert res.difference.method == "robust-hall"
     assert res.tost.margin == 0.05
+    if outcome == "FALSIFIED":
+        assert res.falsified_by == ("equivalence" if shift == 0.0 else "wrong side")
     if outcome == "INCONCLUSIVE":
-        # observed mean difference is exactly 0 here (the noise sums to 0): an MDE but
-        # no seeds-needed figure, and the reason says why
-        assert res.mde == pytest.approx(
-            minimum_detectable_effect(5) * np.std(_NOISE5, ddof=1), rel=1e-12)
-        assert res.seeds_needed is None
-        assert "no number of seeds" in res.reason
+        assert not res.refused and res.mde is not None
     else:
         assert res.mde is None and res.seeds_needed is None
 
 
-def test_three_way_inconclusive_reports_mde_and_seeds_needed():
-    # differences: mean 0.01, noisy; equivalence margin too tight to show.
-    d = np.array([0.05, -0.03, 0.04, -0.02, 0.01])
-    res = three_way(_B5 + d, _B5, equivalence_margin=0.01)
+def test_three_way_p_value_is_the_exact_sign_test_that_decided():
+    # Reference: scipy.stats.binomtest on the signs, called here directly.
+    a = _B10 + 0.10 + _NOISE10
+    res = three_way(a, _B10, margin=0.0, equivalence_margin=0.05)
+    assert res.outcome == "SUPPORTED"
+    assert res.p_value == pytest.approx(stats.binomtest(10, 10, 0.5, alternative="greater").pvalue)
+    # equivalence: the larger of the two one-sided sign tests (above -d, below +d)
+    d = np.array([0.01, -0.02, 0.015, -0.005, 0.003, 0.012, -0.011, 0.004, -0.008, 0.07])
+    res = three_way(_B10 + d, _B10, equivalence_margin=0.05, sensitive=True)
+    ref = max(stats.binomtest(10, 10, 0.5, alternative="greater").pvalue,
+              stats.binomtest(9, 10, 0.5, alternative="greater").pvalue)
+    assert res.tost.p_value == pytest.approx(ref)
+    assert res.p_value == pytest.approx(ref)
+
+
+def test_three_way_sensitivity_is_claimed_only_when_the_caller_says_so():
+    a = _B10 + _NOISE10
+    default = three_way(a, _B10, equivalence_margin=0.05)
+    assert default.outcome == "FALSIFIED"  # equivalence still decides, as before
+    assert "sensitivity shown" not in default.reason
+    assert "not checked" in default.reason and not default.sensitivity_checked
+    shown = three_way(a, _B10, equivalence_margin=0.05, sensitive=True)
+    assert "assay sensitivity shown by the caller" in shown.reason
+    assert shown.sensitivity_checked
+
+
+@pytest.mark.parametrize("n", [2, 5, 7])
+def test_three_way_refuses_below_min_pairs(n):
+    a = _B10[:n] + 1.0 + _NOISE10[:n]
+    res = three_way(a, _B10[:n], equivalence_margin=0.05)
+    assert res.outcome == "INCONCLUSIVE" and res.refused
+    assert f"below {stats_mod.MIN_PAIRS}" in res.reason
+
+
+def test_three_way_refuses_constant_differences():
+    # The examples: identical arms, and every seed one test example apart.
+    for diff in (0.0, 0.01):
+        res = three_way(_B10 + diff, _B10, equivalence_margin=0.05, sensitive=True)
+        assert res.outcome == "INCONCLUSIVE" and res.refused, res.reason
+        assert "are equal" in res.reason
+
+
+def test_three_way_refuses_when_too_few_seeds_differ():
+    # Three nonzero seeds of ten (the sparse-ties case): the old rule said
+    # SUPPORTED (Hall CI [0.00007, 0.0075]); the exact sign test cannot reach 0.025.
+    d = np.zeros(10)
+    d[:3] = [0.01, 0.01, 0.01]
+    res = three_way(_B10 + d, _B10, equivalence_margin=0.02)
     assert res.outcome == "INCONCLUSIVE"
-    assert "equivalence is not shown" in res.reason
+    assert "3 of 10 seeds differ; an exact sign test cannot reach alpha / 2 = 0.025 " \
+           "with fewer than 6" in res.reason
+    assert stats.binomtest(3, 3, 0.5, alternative="greater").pvalue > 0.025
+    assert stats_mod.min_differing(0.025) == 6 and stats_mod.min_differing(0.0125) == 7
+
+
+def test_three_way_needs_the_sign_test_to_agree():
+    # eight positive differences spread out and two small negatives: the interval is above
+    # 0, but 8 of 10 positive gives a one-sided sign p of 0.055 > 0.025
+    d = np.array([0.3, 0.6, 0.9, 1.2, 1.5, 1.8, 2.1, 2.4, -0.05, -0.1])
+    res = three_way(_B10 + d, _B10, equivalence_margin=0.05)
+    assert res.outcome == "INCONCLUSIVE" and res.refused
+    assert "exact sign test does not agree" in res.reason
+    assert res.p_value == pytest.approx(stats.binomtest(8, 10, 0.5, alternative="greater").pvalue)
+
+
+def test_three_way_inconclusive_reports_the_rule_s_own_mde_and_seeds_needed():
+    rng = np.random.default_rng(0)
+    d = 0.6 + rng.normal(size=10)
+    res = three_way(_B10 + d, _B10, equivalence_margin=0.05)
+    assert res.outcome == "INCONCLUSIVE"
     sd = np.std(d, ddof=1)
-    # Reference: statsmodels TTestPower, called here directly.
-    ref_mde = float(TTestPower().solve_power(effect_size=None, nobs=5, alpha=0.05, power=0.8)) * sd
-    assert res.mde == pytest.approx(ref_mde, rel=1e-9)
-    assert res.seeds_needed == _nct_seeds_needed(abs(d.mean()) / sd)
+    n_need = res.seeds_needed
+    assert n_need is not None and n_need > 10
+    # the figure is the rule's own: at n_need pairs it decides the observed dz with
+    # probability >= 0.8, at n_need - 1 it does not (the same simulation)
+    dz = round(abs(d.mean()) / sd, 6)
+    assert stats_mod._rule_power(dz, n_need, 0.05) >= 0.8
+    assert stats_mod._rule_power(dz, n_need - 1, 0.05) < 0.8
+    assert res.mde == pytest.approx(stats_mod.rule_mde(10) * sd)
+    assert f"about {n_need} pairs would let this rule decide" in res.reason
 
 
-def test_three_way_large_n_uses_hall_t_and_ignores_the_generator():
+def test_three_way_ignores_the_generator():
     rng = np.random.default_rng(99)
     b = rng.normal(size=12)
     a = b + 1.0 + 0.2 * rng.normal(size=12)
     with pytest.raises(TypeError, match="rng must be a numpy.random.Generator"):
         three_way(a, b, equivalence_margin=0.1, rng="not a generator")
     res = three_way(a, b, equivalence_margin=0.1, rng=np.random.default_rng(0))
-    assert res.difference.method == "hall" and res.outcome == "SUPPORTED"
+    assert res.outcome == "SUPPORTED"
     other = three_way(a, b, equivalence_margin=0.1, rng=np.random.default_rng(12345))
     assert other.difference.confidence_interval() == res.difference.confidence_interval()
-
-
-# --------------------------------------------------------------------------- #
-# calibration (seeded Monte Carlo)
-# --------------------------------------------------------------------------- #
-
-_REPS = 3000
-
-
-def _mc_se(p, reps):
-    return math.sqrt(p * (1 - p) / reps)
-
-
-def test_calibration_null_false_supported_rate_and_coverage():
-    # Normal paired data, true difference 0, n = 5 seeds. SUPPORTED needs the lower end
-    # of a two-sided 95 % interval above 0, so its rate is alpha / 2 = 0.025 in theory.
-    alpha, n = 0.05, 5
-    rng = np.random.default_rng(20250101)
-    b = rng.normal(size=(_REPS, n))
-    a = b + rng.normal(size=(_REPS, n))  # differences ~ N(0, 1)
-    supported = covered = 0
-    for i in range(_REPS):
-        res = three_way(a[i], b[i], equivalence_margin=0.5, alpha=alpha)
-        supported += res.outcome == "SUPPORTED"
-        covered += res.difference.low <= 0.0 <= res.difference.high
-    rate = supported / _REPS
-    assert rate <= alpha / 2 + 3 * _mc_se(alpha / 2, _REPS), rate
-    coverage = covered / _REPS
-    assert abs(coverage - 0.95) <= 3 * _mc_se(0.95, _REPS), coverage
-
-
-def test_calibration_mean_interval_covers_nonzero_mean():
-    # One-sample t interval, n = 5, true mean 2.5, sd 3: coverage 0.95 +- 3 MC SE.
-    rng = np.random.default_rng(424242)
-    x = 2.5 + 3.0 * rng.normal(size=(_REPS, 5))
-    covered = sum(e.low <= 2.5 <= e.high for e in map(mean_interval, x))
-    assert abs(covered / _REPS - 0.95) <= 3 * _mc_se(0.95, _REPS)
-
-
-def test_calibration_large_effect_is_supported():
-    # True difference 3 SD of the differences, n = 5. Reference power: statsmodels
-    # TTestPower().power(effect_size=3, nobs=5, alpha=0.05) = 0.9977 (two-sided).
-    reps, n = 600, 5
-    ref_power = float(TTestPower().power(effect_size=3.0, nobs=n, alpha=0.05))
-    rng = np.random.default_rng(31337)
-    b = rng.normal(size=(reps, n))
-    a = b + 3.0 + rng.normal(size=(reps, n))
-    rate = np.mean([three_way(a[i], b[i], equivalence_margin=0.5).outcome == "SUPPORTED"
-                    for i in range(reps)])
-    # Hall's skewness correction costs power at n = 5 (the skewness estimate is noisy):
-    # measured 0.958 here against the plain t test's 0.998, the price of holding the
-    # level under skewed differences (audit/calibration.py); never more than t's power.
-    assert rate >= 0.95
-    assert rate <= ref_power + 3 * _mc_se(ref_power, reps)
+    assert other.reason == res.reason
 
 
 def test_three_way_supported_takes_precedence_over_equivalence():
-    # Documented order: a difference shown above the margin supports the claim even when
-    # it is also inside the equivalence band (margin 0 < difference 0.1 < d = 0.5).
-    a = _B5 + 0.10 + _NOISE5 / 10
-    res = three_way(a, _B5, margin=0.0, equivalence_margin=0.5)
-    assert res.tost.equivalent
+    # a difference shown above the margin supports the claim even when it is also inside
+    # the equivalence band (margin 0 < difference 0.1 < d = 0.5)
+    a = _B10 + 0.10 + _NOISE10 / 10
+    res = three_way(a, _B10, margin=0.0, equivalence_margin=0.5)
     assert res.outcome == "SUPPORTED"
 
 
@@ -537,20 +552,39 @@ def test_mean_interval_constant_values_collapse():
     assert est.sd == 0.0 and est.low == est.high == pytest.approx(0.9)
 
 
-def test_three_way_at_ten_or_more_pairs_is_reproducible():
-    rng = np.random.default_rng(11)
-    a, b = rng.normal(1.0, 1.0, 12), rng.normal(0.0, 1.0, 12)
-    first, second = three_way(a, b, equivalence_margin=0.1), \
-        three_way(a, b, equivalence_margin=0.1)
-    assert first.difference.method == "hall"
-    assert first.difference.confidence_interval() == second.difference.confidence_interval()
-    assert first.outcome == second.outcome
-
-
 def test_three_way_survives_a_floating_point_residue_difference():
-    # Two arms equal up to a float residue (found by the LIPS falsifier): the power solver
-    # finds no sample size; the rule must still decide instead of raising.
-    b = np.array([0.81, 0.84, 0.79, 0.86, 0.83])
-    a = b + np.array([1e-3, -1e-3, 2e-3, -2e-3, 1e-12])  # mean 2e-13, dz about 1e-10
+    # Two arms equal up to a float residue (found by the LIPS falsifier): the power
+    # simulation finds no sample size; the rule must still decide instead of raising.
+    b = _B10
+    a = b + np.array([1e-3, -1e-3, 2e-3, -2e-3, 1e-12, 1e-3, -1e-3, 2e-3, -2e-3, 0.0])
     res = three_way(a, b, equivalence_margin=0.02, sensitive=False)
     assert res.outcome == "INCONCLUSIVE" and res.seeds_needed is None
+
+
+# --------------------------------------------------------------------------- #
+# calibration (seeded Monte Carlo, vectorised; the full matrix is test_calibration.py)
+# --------------------------------------------------------------------------- #
+
+_REPS = 20000
+
+
+def _mc_se(p, reps):
+    return math.sqrt(p * (1 - p) / reps)
+
+
+@pytest.mark.parametrize("n", [8, 10, 20])
+def test_calibration_null_false_supported_rate(n):
+    # Normal differences at the null: SUPPORTED needs the lower end of a two-sided 95 %
+    # interval above 0 and a one-sided sign test at 0.025: at most alpha / 2.
+    rng = np.random.default_rng([20250101, n])
+    codes = three_way_codes(rng.normal(size=(_REPS, n)), equivalence_margin=0.5).codes
+    rate = float(np.mean(codes == 0))
+    assert rate <= 0.025 + 3 * _mc_se(0.025, _REPS), rate
+
+
+def test_calibration_large_effect_is_supported():
+    # A 3-SD effect at n = 10 is found about 92 % of the time (the price of the sign test
+    # and the skewness allowance; the plain t test finds it always).
+    rng = np.random.default_rng(31337)
+    codes = three_way_codes(3.0 + rng.normal(size=(4000, 10)), equivalence_margin=0.5).codes
+    assert np.mean(codes == 0) >= 0.88
