@@ -1,7 +1,8 @@
 """Units in parallel on this machine's cores: a process pool (the default local backend).
 
 :class:`PoolBackend` runs each (claim, arm, seed) unit in one of a few worker processes
-started with ``spawn`` (torch and ``fork`` do not mix), one per usable core
+started from a fork server (or with ``spawn``; torch and a plain ``fork`` of this
+process do not mix, see :func:`_context`), one per usable core
 (:func:`audit.runner.usable_cores`, from ``os.sched_getaffinity``), each with one torch
 thread, so no worker spins idle OpenMP threads on a shared machine. Results come back in
 completion order to the main process, which caches each the moment it arrives (as with
@@ -47,23 +48,51 @@ _ONE_THREAD = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")
 
 def _init_worker() -> None:
     """Each worker: one thread for every math library (torch reads ``OMP_NUM_THREADS`` at
-    its import, BLAS at its load), so no worker spins idle threads. torch itself is not
-    imported here: a claim that does not use it (an exact claim, a toy) starts in a
-    fraction of a second. A torch already imported (it is not, in a spawned worker)
-    gets one thread too."""
+    its import, BLAS at its load), so no worker spins idle threads; torch, imported by
+    the fork server (or later, by the unit, in a spawned worker), gets one thread."""
     for var in _ONE_THREAD:
         os.environ[var] = "1"
+    _die_with_parent()
     import sys
 
     if "torch" in sys.modules:
         sys.modules["torch"].set_num_threads(1)
 
 
+def _die_with_parent() -> None:
+    """On Linux, a worker gets SIGTERM when its parent dies (the main process, or the fork
+    server, which exits with it): a main process killed, not only stopped with Ctrl-C
+    (which reaches the whole process group), leaves no worker finishing its unit for
+    nobody."""
+    import ctypes
+    import signal
+    import sys
+
+    if not sys.platform.startswith("linux"):
+        return
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, int(signal.SIGTERM), 0, 0, 0)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):  # no prctl: the worker ends after its unit
+        pass
+
+
 _LOADED: dict[bytes, Any] = {}  # per worker: the last payload's (run, ctx), unpickled once
 
 
-def _run_unit(payload: bytes, spec: RunSpec) -> dict:
+def _sync_environment(env: dict) -> None:
+    """The worker's environment made the main process's at submission (a fork server's
+    workers inherit the server's, fixed when it started), but for the thread settings."""
+    for key in set(os.environ) - set(env) - set(_ONE_THREAD):
+        del os.environ[key]
+    for key, value in env.items():
+        if key not in _ONE_THREAD and os.environ.get(key) != value:
+            os.environ[key] = value
+
+
+def _run_unit(payload: bytes, spec: RunSpec, env: dict) -> dict:
     """Executed in a worker: one unit of the claim in ``payload``."""
+    _sync_environment(env)
     loaded = _LOADED.get(payload)
     if loaded is None:
         try:
@@ -74,6 +103,36 @@ def _run_unit(payload: bytes, spec: RunSpec) -> dict:
         _LOADED[payload] = loaded
     run, ctx = loaded
     return dict(run(spec, ctx))
+
+
+#: what the fork server imports once, so that each worker forked from it starts with them
+PRELOAD = ("__main__", "audit.cli", "torch", "audit.fl.engine")
+
+
+def _context():
+    """``forkserver`` where the platform has it: a server process started once (fresh,
+    like ``spawn``: it never ran a torch kernel, so forking it is safe) imports torch and
+    the engine (:data:`PRELOAD`, with one thread for every math library) and forks each
+    worker from itself, so workers start without importing them again (about 5 s of CPU
+    each). Elsewhere ``spawn``."""
+    if "forkserver" not in multiprocessing.get_all_start_methods():
+        return multiprocessing.get_context("spawn")
+    ctx = multiprocessing.get_context("forkserver")
+    from multiprocessing import forkserver
+
+    if not getattr(forkserver._forkserver, "_forkserver_pid", None):  # not yet started
+        ctx.set_forkserver_preload(list(PRELOAD))
+        saved = {k: os.environ.get(k) for k in _ONE_THREAD}
+        os.environ.update({k: "1" for k in _ONE_THREAD})  # the server reads them now
+        try:
+            forkserver.ensure_running()
+        finally:
+            for key, value in saved.items():
+                if value is None:
+                    os.environ.pop(key, None)
+                else:
+                    os.environ[key] = value
+    return ctx
 
 
 def _first_line(exc: BaseException) -> str:
@@ -105,8 +164,7 @@ class PoolBackend:
     def _pool(self) -> cf.ProcessPoolExecutor:
         if self._executor is None:
             self._executor = cf.ProcessPoolExecutor(
-                max_workers=self.workers, mp_context=multiprocessing.get_context("spawn"),
-                initializer=_init_worker)
+                max_workers=self.workers, mp_context=_context(), initializer=_init_worker)
         return self._executor
 
     def close(self) -> None:
@@ -164,7 +222,8 @@ class PoolBackend:
             return
         self._here = None
         pool = self._pool()
-        pending = {pool.submit(_run_unit, payload, spec): spec for spec in specs}
+        env = dict(os.environ)
+        pending = {pool.submit(_run_unit, payload, spec, env): spec for spec in specs}
         failures: list[tuple[RunSpec, BaseException]] = []
         here: list[RunSpec] = []
         done_ok = False
