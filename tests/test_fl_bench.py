@@ -82,3 +82,34 @@ def test_one_table_at_one_thread_and_at_two_with_the_load_beside_each():
     assert len(text.splitlines()) == 3
     single = run_bench_threads("cpu", threads="1", repeats=1, rounds=1)
     assert single["threads"] == 1 and "table" not in single
+
+
+def test_the_cpu_client_chunk_default_changes_no_number():
+    """Chunks of 20 clients (the CPU default) against one call for all 50: bitwise."""
+    import numpy as np
+    import torch
+
+    from audit.fl import data as D
+    from audit.fl.config import CPU_CLIENT_CHUNK
+    from audit.fl.engine import Algorithm, FLConfig, run_federated
+    from audit.fl.models import build_model
+
+    assert FLConfig(rounds=1).client_chunk == CPU_CLIENT_CHUNK == 20
+    assert FLConfig(rounds=1, device="cuda").client_chunk == 0  # no limit off the CPU
+    assert FLConfig(rounds=1, client_chunk=0).client_chunk == 0
+    with pytest.raises(ValueError, match="client_chunk"):
+        FLConfig(rounds=1, client_chunk=-1)
+    ds = D.load_digits(seed=0)
+    fed = D.make_federated(ds, D.iid_partition(len(ds.y_train), 50, np.random.default_rng(0)),
+                           0.0, 0.2, np.random.default_rng(0))
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        hs = [run_federated(lambda: build_model("cnn", 10, 1, 8, width=0.5), fed, Algorithm(),
+                            FLConfig(rounds=1, batch_size=16, seed=1, momentum=0.9,
+                                     client_chunk=chunk)) for chunk in (0, None)]
+    finally:
+        torch.set_num_threads(before)
+    assert all(torch.equal(hs[0].final_state[k], hs[1].final_state[k])
+               for k in hs[0].final_state)
+    assert hs[0].test_acc == hs[1].test_acc and hs[0].personal_acc == hs[1].personal_acc

@@ -15,7 +15,7 @@ from typing import Optional
 import torch
 import torch.nn as nn
 
-__all__ = ["AMP_MODES", "FLConfig"]
+__all__ = ["AMP_MODES", "CPU_CLIENT_CHUNK", "FLConfig"]
 
 
 @dataclass(frozen=True)
@@ -38,7 +38,13 @@ class FLConfig:
         layer_metrics: record per-layer norm / zero fraction / cosine to reference.
         eval_batch_size: batch size of evaluation forward passes.
         client_chunk: at most this many clients per vmap call in the batched path
-            (bounds memory for large models or many clients; None = no limit).
+            (bounds memory for large models or many clients). None: the device's
+            default, :data:`CPU_CLIENT_CHUNK` (20) on the CPU and no limit elsewhere;
+            0: no limit. Measured on the CPU (issue 31): 1000 clients of 72 samples ran
+            2.45x faster a round in chunks of 20 (2.9 s against 7.1 s, 1.1 GB against
+            2.3 GB); at 20 clients or fewer a chunk of 20 changes nothing, and at 50 and
+            200 clients every number is bitwise the same (each client's arithmetic does
+            not depend on how many others share its call; tests/test_fl_bench.py).
         amp: None (float32 throughout) or "bf16": on CUDA, local training's forward
             pass runs under ``torch.autocast(dtype=torch.bfloat16)``; weights, gradients,
             the SGD step, aggregation, evaluation and normalisation layers stay float32
@@ -71,6 +77,17 @@ class FLConfig:
     def __post_init__(self):
         if self.amp not in AMP_MODES:
             raise ValueError(f"amp must be one of {AMP_MODES}, not {self.amp!r}")
+        if self.client_chunk is not None and (isinstance(self.client_chunk, bool) or
+                                              int(self.client_chunk) < 0):
+            raise ValueError(f"client_chunk must be None or a whole number >= 0, not "
+                             f"{self.client_chunk!r}")
+        if self.client_chunk is None:  # the device's default (see the attribute)
+            cpu = torch.device(self.device).type == "cpu"
+            object.__setattr__(self, "client_chunk", CPU_CLIENT_CHUNK if cpu else 0)
+
+
+#: clients per batched call on the CPU when ``FLConfig.client_chunk`` is None (measured)
+CPU_CLIENT_CHUNK = 20
 
 
 AMP_MODES = (None, "bf16")
