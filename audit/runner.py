@@ -1053,7 +1053,10 @@ def stop_reason(claim: Claim, verdict: Verdict) -> str | None:
     """Whether a look's verdict ends the sequential plan: ``"decided"`` when every part
     entering the claim's verdict is decided; ``"premise not reproduced"`` when the
     premise is decided not reproduced and every entering part still undecided is gated by
-    it (none of them can be decided while the premise stands); None to go on."""
+    it (none of them can be decided while the premise stands); None to go on. A futility
+    stop keeps that look's verdict: INCONCLUSIVE, unless an entering part that is not
+    gated is already decided and settles the combination (under ``all_of``, one REFUTED
+    part ends the claim REFUTED)."""
     entering = claim.combination.entering(verdict.parts)
     # a derivation's verdict is a proof: more seeds cannot decide it, so it never holds
     # the plan open

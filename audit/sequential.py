@@ -1,8 +1,8 @@
 """Sequential seeds: looks planned before the run, alpha spent across them.
 
 Running 5 seeds, looking, then running more because the answer was close inflates every
-error rate unless the looks are planned and alpha is spent across them (STATISTICS.md,
-"More seeds without optional-stopping bias"). A :class:`Plan` fixes the seed counts of the
+error rate unless the looks are planned and alpha is spent across them (docs/STATISTICS.md,
+"Sequential looks"). A :class:`Plan` fixes the seed counts of the
 looks (5, 10, 20, ... up to the cap) before the run and gives each look a share of every
 rule's alpha from a Lan-DeMets spending function of the information fraction t = n / cap:
 
@@ -16,8 +16,15 @@ add up to 1, so by the union bound the chance that ANY look makes a false decisi
 most alpha whatever the stopping rule (stop at the first look where every part that
 enters the verdict is decided, or where the premise is decided not reproduced and every
 open part is gated by it, or at the cap). This is conservative (it ignores the
-correlation between looks); the calibration matrix (``tests/test_calibration.py``)
-measures how conservative, and that every error rate stays within its level.
+correlation between looks); the calibration matrix (``python -m audit.calibration``,
+``tests/test_calibration.py``) measures how conservative, and that every one-sided error
+rate stays within alpha / 2. The three-way rule decides nothing below
+``audit.stats.MIN_PAIRS`` pairs, so a look with fewer seeds spends its share without
+being able to decide (valid, but that share is lost to power).
+
+A futility stop ends the plan; the claim keeps that look's verdict, which is INCONCLUSIVE
+unless a decided part that is not gated already settles it (REFUTED under ``all_of``
+through a REFUTED part, for instance).
 
 Finished units are reused from the cache at each look, so a look costs only its new
 seeds.
@@ -82,7 +89,9 @@ class Plan:
                 f"shares of every rule's alpha: {shares}); stop at the first look where "
                 f"every part that enters the verdict is decided, or where the paper's "
                 f"own effect (the premise) is decided not reproduced and every part "
-                f"still open is gated by it (a futility stop: it ends INCONCLUSIVE), "
+                f"still open is gated by it (a futility stop: the claim keeps the verdict "
+                f"of that look, INCONCLUSIVE unless a decided part that is not gated "
+                f"already settles it, e.g. REFUTED under all_of), "
                 f"else at the cap of {self.cap} seeds")
 
     def to_dict(self) -> dict:

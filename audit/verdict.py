@@ -121,6 +121,10 @@ class Part:
     test (in ``unit``); ``resolution``: the metric's smallest step (one test example).
     ``gated``: the part explains the paper's effect and went through
     :func:`premise_gate` (it can be decided only where the premise is reproduced).
+    ``alpha_share``: the share of the claim's alpha the part's rule was applied at (1/k
+    for a Bonferroni share of k); None when not declared. A union path of
+    :func:`all_of` / :func:`any_of` counts a part only at a share of at most 1/k
+    (docs/STATISTICS.md, "Claims of several parts").
     """
 
     id: str
@@ -134,6 +138,7 @@ class Part:
     resolution: float | None = None
     unit: str = ""
     gated: bool = False
+    alpha_share: float | None = None
 
     @property
     def fragile(self) -> bool:
@@ -146,7 +151,8 @@ class Part:
                 "reason": self.reason, "needs": self.needs, "kind": self.kind,
                 "reachable": list(self.reachable), "flip": _clean(self.flip),
                 "resolution": _clean(self.resolution), "unit": self.unit,
-                "fragile": self.fragile, "gated": self.gated}
+                "fragile": self.fragile, "gated": self.gated,
+                "alpha_share": _clean(self.alpha_share)}
 
     @classmethod
     def from_dict(cls, d: Mapping) -> "Part":
@@ -155,7 +161,7 @@ class Part:
                    kind=d.get("kind", "experiment"),
                    reachable=tuple(d.get("reachable", ALL_OUTCOMES)),
                    flip=d.get("flip"), resolution=d.get("resolution"), unit=d.get("unit", ""),
-                   gated=bool(d.get("gated", False)))
+                   gated=bool(d.get("gated", False)), alpha_share=d.get("alpha_share"))
 
 
 PREMISE_STATUSES = ("reproduced", "not reproduced", "undecided")
@@ -197,7 +203,7 @@ class Premise:
 
 def premise_gate(part: Part, premise: Premise | None) -> Part:
     """A part that explains the paper's effect is INCONCLUSIVE where the effect is not
-    reproduced at the run's scale, whatever its own comparison says (STATISTICS.md,
+    reproduced at the run's scale, whatever its own comparison says (docs/STATISTICS.md,
     "Premise first"). The comparison's outcome stays in the reason. The part is marked
     ``gated`` whatever the premise says, so the sequential plan knows that a premise shown
     not reproduced leaves it nothing to decide (``audit.runner.execute_sequential``)."""
@@ -280,7 +286,7 @@ class Rule:
     ``decide`` takes the evidence (whatever the claim's analysis passes, usually a mapping
     of estimates or per-seed arrays) and returns ``(outcome, reason, needs)`` or
     ``(outcome, reason, needs, info)`` with ``info`` a mapping that may hold ``flip``,
-    ``resolution`` and ``unit`` (see :class:`Part`).
+    ``resolution``, ``unit`` and ``alpha_share`` (see :class:`Part`).
 
     ``text`` is the printed rule. It may hold ``{name}`` fields: call the rule with
     ``params={...}`` (the very values the decision used: margins, alpha, n) and the
@@ -326,7 +332,8 @@ class Rule:
         return Part(id=self.part, verdict=outcome, rule=self.render(params), reason=reason,
                     needs=needs if outcome == Outcome.INCONCLUSIVE else "", kind=self.kind,
                     reachable=tuple(self.reachable), flip=info.get("flip"),
-                    resolution=info.get("resolution"), unit=info.get("unit", ""))
+                    resolution=info.get("resolution"), unit=info.get("unit", ""),
+                    alpha_share=info.get("alpha_share"))
 
 
 @dataclass(frozen=True)
@@ -335,18 +342,43 @@ class Combination:
 
     ``parts``: the ids of the parts that enter the verdict (None: every part). The
     sequential runner stops at the first look where all of them are decided.
+    ``union``: the outcome that ANY one part can carry to the claim (REFUTED for
+    :func:`all_of`, CONFIRMED for :func:`any_of`), None where no path is a union. On that
+    path the family's error is controlled by Bonferroni: with k named parts able to reach
+    it (:meth:`union_size`), a part's union outcome counts only where the part declares
+    an ``alpha_share`` of at most 1/k (docs/STATISTICS.md, "Claims of several parts").
     """
 
     text: str
     combine: Callable[[Sequence[Part]], Outcome] = field(repr=False)
     parts: tuple[str, ...] | None = None
+    union: str | None = None
 
     def entering(self, parts: Sequence[Part]) -> list[Part]:
         if self.parts is None:
             return [p for p in parts if p.kind != "measurement"]
         return [p for p in parts if p.id in self.parts]
 
+    def union_size(self, parts: Sequence[Part]) -> int:
+        """k: the entering parts that can reach the union outcome (their ``reachable``)."""
+        if self.union is None:
+            return 0
+        return sum(1 for p in self.entering(parts) if self.union in p.reachable)
+
+    def uncounted(self, parts: Sequence[Part]) -> list[Part]:
+        """Entering parts whose union outcome does not count: decided at an alpha share
+        above 1/k (or undeclared) while k > 1 parts can reach the union outcome."""
+        k = self.union_size(parts)
+        if self.union is None or k <= 1:
+            return []
+        return [p for p in self.entering(parts) if p.verdict.value == self.union
+                and (p.alpha_share is None or p.alpha_share > 1.0 / k + 1e-12)]
+
     def __call__(self, parts: Sequence[Part]) -> Outcome:
+        drop = {p.id for p in self.uncounted(parts)}
+        if drop:
+            parts = [replace(p, verdict=Outcome.INCONCLUSIVE) if p.id in drop else p
+                     for p in parts]
         return Outcome(self.combine(parts))
 
 
@@ -379,29 +411,41 @@ def _over(part_ids: Sequence[str] | None, how: Callable[[Sequence[Outcome]], Out
     return combine
 
 
+_UNION_NOTE = ("with k of the named parts able to {verb}, a part's {word} counts only where "
+               "its rule ran at a share of at most 1/k of the claim's alpha (Bonferroni over "
+               "the parts that can decide that way; a part with no declared share counts "
+               "when it alone can {verb})")
+
+
 def all_of(part_ids: Sequence[str], note: str = "") -> Combination:
-    """CONFIRMED when every named part is, REFUTED when any is REFUTED; the other parts
-    are reported beside the verdict."""
+    """CONFIRMED when every named part is, REFUTED when any is REFUTED (a union: each
+    REFUTED part must have been decided at a share of at most 1/k of alpha, k the named
+    parts that can be REFUTED); the other parts are reported beside the verdict."""
     names = ", ".join(f"`{i}`" for i in part_ids)
     text = (f"The claim is CONFIRMED when every one of {names} is CONFIRMED, REFUTED when "
-            f"any of them is REFUTED, and INCONCLUSIVE otherwise")
+            f"any of them is REFUTED, and INCONCLUSIVE otherwise; "
+            + _UNION_NOTE.format(verb="be REFUTED", word="REFUTED"))
     return Combination(text + (f"; {note}" if note else "."), _over(tuple(part_ids), _all_of),
-                       tuple(part_ids))
+                       tuple(part_ids), union="REFUTED")
 
 
 def any_of(part_ids: Sequence[str], note: str = "") -> Combination:
-    """CONFIRMED when any named part is, REFUTED when all are REFUTED."""
+    """CONFIRMED when any named part is (a union: each CONFIRMED part must have been
+    decided at a share of at most 1/k of alpha, k the named parts that can be CONFIRMED),
+    REFUTED when all are REFUTED."""
     names = ", ".join(f"`{i}`" for i in part_ids)
     text = (f"The claim is CONFIRMED when any of {names} is CONFIRMED, REFUTED when all of "
-            f"them are REFUTED, and INCONCLUSIVE otherwise")
+            f"them are REFUTED, and INCONCLUSIVE otherwise; "
+            + _UNION_NOTE.format(verb="be CONFIRMED", word="CONFIRMED"))
     return Combination(text + (f"; {note}" if note else "."), _over(tuple(part_ids), _any_of),
-                       tuple(part_ids))
+                       tuple(part_ids), union="CONFIRMED")
 
 
 ALL_PARTS = Combination(
     "The claim is CONFIRMED when every part is CONFIRMED, REFUTED when any part is "
-    "REFUTED, and INCONCLUSIVE otherwise.",
-    _over(None, _all_of),
+    "REFUTED, and INCONCLUSIVE otherwise; "
+    + _UNION_NOTE.format(verb="be REFUTED", word="REFUTED") + ".",
+    _over(None, _all_of), union="REFUTED",
 )
 
 
@@ -423,7 +467,17 @@ def verdict_from_parts(claim_id: str, combination: Combination, parts: Iterable[
                        estimates: Iterable[Estimate], premise: Premise | None = None) -> Verdict:
     parts = tuple(parts)
     outcome = combination(parts)
-    reason = "; ".join(f"{p.id}: {p.verdict.value}" for p in parts)
+    k = combination.union_size(parts)
+    dropped = {p.id for p in combination.uncounted(parts)}
+
+    def word(p: Part) -> str:
+        if p.id not in dropped:
+            return f"{p.id}: {p.verdict.value}"
+        share = "undeclared" if p.alpha_share is None else f"{p.alpha_share:.3g}"
+        return (f"{p.id}: {p.verdict.value} (not counted toward {combination.union}: its "
+                f"alpha share is {share}, above 1/{k})")
+
+    reason = "; ".join(word(p) for p in parts)
     needs = "; ".join(f"{p.id}: {p.needs}" for p in parts
                       if p.verdict == Outcome.INCONCLUSIVE and p.needs)
     return Verdict(claim_id=claim_id, verdict=outcome, rule=combination.text, reason=reason,

@@ -470,12 +470,20 @@ def test_three_way_sensitivity_is_claimed_only_when_the_caller_says_so():
     assert shown.sensitivity_checked
 
 
-@pytest.mark.parametrize("n", [2, 5, 7])
+@pytest.mark.parametrize("n", [2, 5])
 def test_three_way_refuses_below_min_pairs(n):
+    # five pairs all agreeing in sign: the exact sign test's smallest one-sided p is
+    # 1/32 = 0.031 > 0.025 (scipy.stats.binomtest), so the rule cannot decide
     a = _B10[:n] + 1.0 + _NOISE10[:n]
     res = three_way(a, _B10[:n], equivalence_margin=0.05)
     assert res.outcome == "INCONCLUSIVE" and res.refused
-    assert f"below {stats_mod.MIN_PAIRS}" in res.reason
+    assert f"below {stats_mod.MIN_PAIRS} the rule does not decide" in res.reason
+    assert stats.binomtest(5, 5, 0.5, alternative="greater").pvalue > 0.025
+
+
+def test_three_way_decides_at_six_pairs_that_all_agree():
+    a = _B10[:6] + 1.0 + _NOISE10[:6]
+    assert three_way(a, _B10[:6], equivalence_margin=0.05).outcome == "SUPPORTED"
 
 
 def test_three_way_refuses_constant_differences():
@@ -500,13 +508,13 @@ def test_three_way_refuses_when_too_few_seeds_differ():
 
 
 def test_three_way_needs_the_sign_test_to_agree():
-    # eight positive differences spread out and two small negatives: the interval is above
-    # 0, but 8 of 10 positive gives a one-sided sign p of 0.055 > 0.025
-    d = np.array([0.3, 0.6, 0.9, 1.2, 1.5, 1.8, 2.1, 2.4, -0.05, -0.1])
-    res = three_way(_B10 + d, _B10, equivalence_margin=0.05)
+    # the interval lies above 0, but 9 of 12 positive gives a one-sided sign p of 0.073
+    d = np.array([0.27, 0.82, 0.48, -0.07, 0.12, -0.29, 1.78, 0.26, 0.66, -0.05, 0.34, 1.8])
+    res = three_way(d, np.zeros(12), equivalence_margin=0.05)
+    assert res.difference.low > 0.0
     assert res.outcome == "INCONCLUSIVE" and res.refused
     assert "exact sign test does not agree" in res.reason
-    assert res.p_value == pytest.approx(stats.binomtest(8, 10, 0.5, alternative="greater").pvalue)
+    assert res.p_value == pytest.approx(stats.binomtest(9, 12, 0.5, alternative="greater").pvalue)
 
 
 def test_three_way_inconclusive_reports_the_rule_s_own_mde_and_seeds_needed():
@@ -572,7 +580,7 @@ def _mc_se(p, reps):
     return math.sqrt(p * (1 - p) / reps)
 
 
-@pytest.mark.parametrize("n", [8, 10, 20])
+@pytest.mark.parametrize("n", [6, 10, 20])
 def test_calibration_null_false_supported_rate(n):
     # Normal differences at the null: SUPPORTED needs the lower end of a two-sided 95 %
     # interval above 0 and a one-sided sign test at 0.025: at most alpha / 2.
@@ -583,8 +591,8 @@ def test_calibration_null_false_supported_rate(n):
 
 
 def test_calibration_large_effect_is_supported():
-    # A 3-SD effect at n = 10 is found about 92 % of the time (the price of the sign test
+    # A 3-SD effect at n = 10 is found about 85 % of the time (the price of the sign test
     # and the skewness allowance; the plain t test finds it always).
     rng = np.random.default_rng(31337)
     codes = three_way_codes(3.0 + rng.normal(size=(4000, 10)), equivalence_margin=0.5).codes
-    assert np.mean(codes == 0) >= 0.88
+    assert np.mean(codes == 0) >= 0.8

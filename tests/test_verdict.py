@@ -10,7 +10,9 @@ C, R, I = Outcome.CONFIRMED, Outcome.REFUTED, Outcome.INCONCLUSIVE
 
 
 def _parts(*vs):
-    return [Part(f"p{i}", v, "rule", "reason", needs="more seeds") for i, v in enumerate(vs)]
+    # declared at a Bonferroni share (1/3 covers the up-to-three parts used here)
+    return [Part(f"p{i}", v, "rule", "reason", needs="more seeds", alpha_share=1 / 3)
+            for i, v in enumerate(vs)]
 
 
 @pytest.mark.parametrize("verdicts, expected", [
