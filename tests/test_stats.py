@@ -2,7 +2,7 @@
 
 Reference values never come from the code under test: they are published
 outputs (R's ``t.test`` on the ``sleep`` data), the table in
-shared/design/STATISTICS.md, hand computations, or a separate scipy/statsmodels
+docs/STATISTICS.md, hand computations, or a separate scipy/statsmodels
 call named in the test.
 """
 
@@ -355,7 +355,7 @@ def test_holm_input_errors(pvalues, message):
      pytest.param(10, 1.00, id="n10"), pytest.param(20, 0.66, id="n20")],
 )
 def test_minimum_detectable_effect_matches_statistics_md_table(n, table):
-    # Reference: shared/design/STATISTICS.md, "What n buys" (paired t, alpha 0.05
+    # Reference: docs/STATISTICS.md, "What n buys" (paired t, alpha 0.05
     # two-sided, power 0.8), rounded to two decimals there.
     mde = minimum_detectable_effect(n)
     assert isinstance(mde, float)
@@ -380,7 +380,7 @@ def _nct_seeds_needed(dz, alpha=0.05, power=0.8):
     [
         # Cohen (1988) / G*Power: one-sample t, d = 0.5, alpha 0.05, power 0.8 -> 34.
         pytest.param(0.5, 1.0, 34, id="dz0.5"),
-        # STATISTICS.md table: n = 10 detects dz = 1.00.
+        # docs/STATISTICS.md table: n = 10 detects dz = 1.00.
         pytest.param(2.0, 2.0, 10, id="dz1"),
         pytest.param(-3.0, 1.5, 5, id="dz2-negative"),
         pytest.param(0.3, 0.1, 4, id="dz3"),
@@ -401,7 +401,7 @@ def test_seeds_needed_errors():
 @pytest.mark.parametrize("n", [pytest.param(n, id=f"n{n}") for n in (3, 4, 5, 6, 8)])
 def test_smallest_signflip_p_matches_exact_wilcoxon(n):
     # Reference: scipy.stats.wilcoxon exact two-sided p for n positive differences
-    # (the most extreme sign pattern), e.g. 0.0625 at n = 5 as STATISTICS.md says.
+    # (the most extreme sign pattern), e.g. 0.0625 at n = 5 as docs/STATISTICS.md says.
     ref = stats.wilcoxon(np.arange(1.0, n + 1), method="exact").pvalue
     assert smallest_signflip_p(n) == pytest.approx(ref, rel=1e-12)
     assert (smallest_signflip_p(n) < 0.05) == (n > 5)
