@@ -39,12 +39,15 @@ class FLConfig:
         eval_batch_size: batch size of evaluation forward passes.
         client_chunk: at most this many clients per vmap call in the batched path
             (bounds memory for large models or many clients). None: the device's
-            default, :data:`CPU_CLIENT_CHUNK` (20) on the CPU and no limit elsewhere;
-            0: no limit. Measured on the CPU (issue 31): 1000 clients of 72 samples ran
-            2.45x faster a round in chunks of 20 (2.9 s against 7.1 s, 1.1 GB against
-            2.3 GB); at 20 clients or fewer a chunk of 20 changes nothing, and at 50 and
-            200 clients every number is bitwise the same (each client's arithmetic does
-            not depend on how many others share its call; tests/test_fl_bench.py).
+            default, :data:`CPU_CLIENT_CHUNK` (100) on the CPU and no limit elsewhere;
+            0: no limit. Chunks never change a number: each client's arithmetic does not
+            depend on how many others share its call (bitwise the same at 30, 50 and 200
+            clients in chunks of 20; tests/test_fl_bench.py). Measured on the CPU, one
+            round of the reference CNN at one thread (load 8 on 2 cores, two runs each):
+            1000 clients of 72 samples 34-35 s without a limit, 23-25 s in chunks of 20,
+            19-25 s in chunks of 100; 200 clients 5.7 s, 5.5 s and 5.3-5.4 s. At 30
+            clients (LIPS's smoke VGG) chunks of 20 were slower (12.2-12.5 s against
+            10.8 s for three units), which a chunk of 100 leaves alone.
         amp: None (float32 throughout) or "bf16": on CUDA, local training's forward
             pass runs under ``torch.autocast(dtype=torch.bfloat16)``; weights, gradients,
             the SGD step, aggregation, evaluation and normalisation layers stay float32
@@ -87,7 +90,7 @@ class FLConfig:
 
 
 #: clients per batched call on the CPU when ``FLConfig.client_chunk`` is None (measured)
-CPU_CLIENT_CHUNK = 20
+CPU_CLIENT_CHUNK = 100
 
 
 AMP_MODES = (None, "bf16")
