@@ -2,7 +2,8 @@
 
 The verdict combines the perturbation test (a derivation), the selection statistics and
 the reviewer's own test (top- vs bottom-gamma accuracy, gated by the premise that the
-learnGene beats no gene).
+learnGene beats no gene), made fair by two controls (equal gene size; no classifier in
+the bottom gene) and repeated over a gamma sweep (issue 30).
 """
 import numpy as np
 import pytest
@@ -54,13 +55,14 @@ def result(audit_run):
 
 def test_run_has_estimates_and_parts(result):
     v = result.verdict
-    assert {p.id for p in v.parts} == {"direction", "selection", "accuracy-top-vs-bottom"}
+    assert {p.id for p in v.parts} == {"direction", "selection", "accuracy-top-vs-bottom",
+                                       "fair-bytes", "fair-no-classifier", "gamma-sweep"}
     rho = v.estimate("xi_dim_rank_correlation").value
     assert -1.0 <= rho <= 1.0
     assert v.part("direction").kind == "derivation"
     assert v.premise is not None and v.premise.estimate is not None
     for arm in ("top-gamma", "bottom-gamma", "random-gamma", "top-gamma-no-dim",
-                "top-gamma-reset"):
+                "top-gamma-reset", "bottom-gamma-bytes", "bottom-gamma-no-classifier"):
         e = v.estimate(f"agnostic_acc_{arm}")
         assert e.n == len(result.ctx.seeds) and 0.0 <= e.value <= 1.0
 

@@ -224,24 +224,27 @@ def _accuracy_part(a, b, sensitive=True, d=0.02):
 
 def test_accuracy_part_both_directions_and_the_premise_gate():
     IC = _ic()
-    top = np.array([0.80, 0.82, 0.78, 0.81, 0.79])
+    # 8 pairs: the three-way rule decides nothing on fewer than stats.MIN_PAIRS
+    top = np.array([0.80, 0.82, 0.78, 0.81, 0.79, 0.80, 0.83, 0.77])
+    gap = np.array([0.10, 0.12, 0.09, 0.11, 0.10, 0.11, 0.10, 0.12])
     # top clearly beats bottom: against the reviewer
-    p, _ = _accuracy_part(top, top - np.array([0.10, 0.12, 0.09, 0.11, 0.10]))
+    p, _ = _accuracy_part(top, top - gap)
     assert p.verdict == Outcome.REFUTED and p.resolution == 0.005
     # bottom beats top: for the reviewer
-    p, _ = _accuracy_part(top, top + np.array([0.10, 0.12, 0.09, 0.11, 0.10]))
+    p, _ = _accuracy_part(top, top + gap)
     assert p.verdict == Outcome.CONFIRMED
     # equivalent (within d), sensitive: for the reviewer; not sensitive: undecided
-    eq = top + np.array([0.001, -0.001, 0.0005, -0.0005, 0.0])
+    eq = top + np.array([0.001, -0.001, 0.0005, -0.0005, 0.0, 0.001, -0.001, 0.0005])
     assert _accuracy_part(top, eq)[0].verdict == Outcome.CONFIRMED
     assert _accuracy_part(top, eq, sensitive=False)[0].verdict == Outcome.INCONCLUSIVE
     # noisy: undecided
-    noisy = top + np.array([0.2, -0.2, 0.15, -0.1, 0.0])
+    noisy = top + np.array([0.2, -0.2, 0.15, -0.1, 0.0, 0.1, -0.15, 0.05])
     assert _accuracy_part(top, noisy)[0].verdict == Outcome.INCONCLUSIVE
     # the premise: reproduced lets REFUTED through; not reproduced / undecided gate it
-    p, _ = _accuracy_part(top, top - 0.1)
+    p, _ = _accuracy_part(top, top - 0.1 - 0.01 * np.arange(8) / 8)
+    jitter = np.array([0.001, -0.001, 0, 0.002, -0.002, 0.001, 0.0015, -0.0005])
     for d_nog, status in ((0.1, "reproduced"), (-0.1, "not reproduced")):
-        ptw = stats.three_way(top, top - d_nog + np.array([0.001, -0.001, 0, 0.002, -0.002]),
+        ptw = stats.three_way(top, top - d_nog + jitter,
                               margin=0.0, equivalence_margin=0.02, alpha=0.05)
         prem = IC._premise_decide(ptw, 0.02)
         assert prem.status == status
@@ -255,12 +258,15 @@ def test_combination_lets_the_reviewers_test_refute():
     from audit.verdict import Part
 
     mk = lambda i, v: Part(i, v, "", "")  # noqa: E731
-    parts = [mk("direction", Outcome.CONFIRMED), mk("selection", Outcome.CONFIRMED),
-             mk("accuracy-top-vs-bottom", Outcome.REFUTED)]
+    rest = [mk(i, Outcome.REFUTED) for i in ("fair-bytes", "fair-no-classifier",
+                                             "gamma-sweep")]
+    parts = [mk("direction", Outcome.REFUTED), mk("selection", Outcome.REFUTED),
+             mk("accuracy-top-vs-bottom", Outcome.REFUTED)] + rest
     assert IC.COMBINATION(parts) == Outcome.REFUTED
     parts[2] = mk("accuracy-top-vs-bottom", Outcome.CONFIRMED)
-    assert IC.COMBINATION(parts) == Outcome.CONFIRMED
-    assert "accuracy-top-vs-bottom" in IC.COMBINATION.parts
+    assert IC.COMBINATION(parts) == Outcome.SPLIT  # the questions disagree
+    for pid in ("accuracy-top-vs-bottom", "fair-bytes", "fair-no-classifier", "gamma-sweep"):
+        assert pid in IC.COMBINATION.parts
 
 
 def test_composite_calibration_under_a_global_null():
@@ -273,7 +279,7 @@ def test_composite_calibration_under_a_global_null():
     from audit import calibration as C
 
     rng = np.random.default_rng(20261201)
-    reps, n, alpha = 4000, 5, 0.05
+    reps, n, alpha = 4000, 8, 0.05
     for dist in ("normal", "skewed", "heavy", "accuracy"):
         sd, d = C._scales(dist, rng)
         # the premise drawn independently with a large true gain (3 SD): reproduced in
@@ -331,3 +337,238 @@ def test_participants_sweep_ends():
     assert participants(100, 10, 100) == 100  # every client takes part (seeded draw)
     assert participants(3, 10, 1000) <= 30
     assert client_counts(100, 10)[0] == 10 and client_counts(100, 10)[-1] == 1000
+
+
+# ------------------------------------------- issue 30: fair controls and the gamma sweep
+# the smoke VGG's layer sizes (width 0.5, 8 x 8 digits), in depth order
+VGG_DIMS = {"conv1": 160, "bn1": 32, "conv2": 4640, "bn2": 64, "conv3": 18496, "bn3": 128,
+            "conv4": 36928, "bn4": 128, "fc1": 8320, "fc": 1290}
+
+
+def _size_scores(dims, cos=None):
+    cos = cos or {}
+    raw = {l: cos.get(l, 1.0) / d for l, d in dims.items()}
+    tot = sum(raw.values())
+    return {l: v / tot for l, v in raw.items()}
+
+
+def test_bytes_matched_walks_up_from_the_lowest_score():
+    # hand case: scores ascending c (0.1), b (0.2), d (0.3), a (0.4); target 10.
+    # c (dim 30): |30 - 10| = 20 > 10, skipped; b (dim 6): |6 - 10| = 4 < 10, taken;
+    # d (dim 5): |11 - 10| = 1 < 4, taken; a (dim 2): |13 - 10| = 3 > 1, skipped
+    scores = {"a": 0.4, "b": 0.2, "c": 0.1, "d": 0.3}
+    dims = {"a": 2, "b": 6, "c": 30, "d": 5}
+    assert G.select_bytes_matched(scores, dims, 10) == ["b", "d"]  # depth order
+    # every layer alone at least twice the target: the one nearest in size
+    assert G.select_bytes_matched({"a": 0.1, "b": 0.2}, {"a": 50, "b": 30}, 10) == ["b"]
+    # through select_gene: the target is top-gamma's count on the same scores (a + d = 7):
+    # c skipped, b |6 - 7| = 1 taken, d |11 - 7| = 4 > 1 skipped, a |8 - 7| = 1 not < 1
+    assert G.select_layers(scores, 2, "top") == ["a", "d"]
+    assert G.select_gene(scores, 2, "bottom-bytes", dims=dims) == ["b"]
+    with pytest.raises(ValueError, match="dims"):
+        G.select_gene(scores, 2, "bottom-bytes")
+
+
+def test_bytes_matched_on_the_smoke_vgg_is_top_gamma_at_half_the_layers():
+    # xi ~ 1/dim: at gamma = 5 the only whole layers small enough to match top-gamma's
+    # 512 parameters ARE top-gamma's layers, so the control coincides with top-gamma;
+    # at gamma = 2 and 8 it is another gene (conv1; conv3) of about the same size
+    xi = _size_scores(VGG_DIMS)
+    top5 = G.select_layers(xi, 5, "top")
+    assert sum(VGG_DIMS[l] for l in top5) == 512
+    assert G.select_gene(xi, 5, "bottom-bytes", dims=VGG_DIMS) == top5
+    assert G.select_gene(xi, 2, "bottom-bytes", dims=VGG_DIMS) == ["conv1"]
+    assert G.select_gene(xi, 8, "bottom-bytes", dims=VGG_DIMS) == ["conv3"]
+
+
+def test_no_classifier_excludes_the_last_linear_layer():
+    from audit.fl.models import build_model
+
+    m = build_model("vgg", 10, 1, 8, width=0.5)
+    assert G.classifier_layer(m) == "fc"
+    xi = _size_scores(VGG_DIMS)
+    bottom = G.select_layers(xi, 5, "bottom")
+    assert "fc" in bottom  # the plain bottom gene carries the classifier
+    got = G.select_gene(xi, 5, "bottom-no-classifier", classifier="fc")
+    assert got == ["conv1", "conv2", "conv3", "conv4", "fc1"] and "fc" not in got
+    assert G.select_layers(xi, 4, "bottom", exclude=("fc",)) == ["conv2", "conv3", "conv4",
+                                                                 "fc1"]
+    with pytest.raises(ValueError, match="gamma"):
+        G.select_layers(xi, 10, "bottom", exclude=("fc",))
+    with pytest.raises(ValueError, match="classifier"):
+        G.select_gene(xi, 5, "bottom-no-classifier")
+    with pytest.raises(ValueError, match="mode"):
+        G.select_gene(xi, 5, "sideways")
+
+
+def test_select_gene_leaves_the_printed_modes_unchanged():
+    rng = np.random.default_rng(0)
+    xi = {f"l{i}": float(v) for i, v in enumerate(rng.random(9))}
+    for mode in ("top", "bottom"):
+        for g in (1, 4, 9):
+            assert G.select_gene(xi, g, mode) == G.select_layers(xi, g, mode)
+    a, b = np.random.default_rng(5), np.random.default_rng(5)
+    assert G.select_gene(xi, 3, "random", a) == G.select_layers(xi, 3, "random", b)
+    assert a.random() == b.random()  # the same draws consumed
+
+
+def test_cluster_gene_of_the_fair_controls():
+    ups = lambda sels: [G.ClientUpdate(3, i, {}, {}, s, 0) for i, s in enumerate(sels)]  # noqa
+    alg = G.GeneFL(2, "bottom-bytes")
+    alg.layers = {l: [l + ".w"] for l in ("a", "b", "c", "fc")}
+    alg.updates = ups([["a"], ["b", "c"], ["b", "c"], ["a"], ["c"]])
+    assert alg.cluster_gene(3) == ["a"]  # most common set; ties: the first client's
+    alg.updates = ups([["c"], ["b", "c"], ["b", "c"]])
+    assert alg.cluster_gene(3) == ["b", "c"]
+    assert alg.cluster_gene(4) == []
+    nc = G.GeneFL(2, "bottom-no-classifier")
+    nc.layers, nc.classifier = alg.layers, "fc"
+    nc.updates = ups([["a", "b"], ["b", "c"]])
+    assert nc.cluster_gene(3) == ["a", "b"]  # b 2 votes, then a (depth order), never fc
+    nc.updates = []
+    assert "fc" not in nc.cluster_gene(3)
+    with pytest.raises(ValueError, match="mode"):
+        G.GeneFL(2, "sideways")
+
+
+# -------------------------------------------- the claim's analysis on fake results
+def _fake_results(ctx, effect):
+    """Every unit of ``specs(ctx)`` with the keys analyse reads. ``effect``: arm ->
+    per-seed shift of the agnostic accuracy (top-gamma at 0.85, no gene 0.70)."""
+    IC = _ic()
+    rng = np.random.default_rng(7)
+    top5 = ["conv1", "bn1", "bn2", "bn3", "bn4"]
+    genes = {"top-gamma": top5, "top-gamma-no-dim": top5, "top-gamma-reset": top5,
+             "bottom-gamma-bytes": top5, "random-gamma": ["conv1", "fc", "bn2", "conv3",
+                                                          "bn4"],
+             "bottom-gamma": ["conv2", "conv3", "conv4", "fc1", "fc"],
+             "bottom-gamma-no-classifier": ["conv1", "conv2", "conv3", "conv4", "fc1"]}
+    xi = _size_scores(VGG_DIMS)
+    out = {}
+    for spec in IC.specs(ctx):
+        noise = float(rng.normal(0, 0.003))
+        shift = effect.get((spec.setting, spec.arm), effect.get(spec.arm, 0.0))
+        acc = 0.85 + shift + noise
+        g = genes[spec.arm]
+        r = {"gamma": 5, "n_layers": 10, "known_acc": 0.9, "agnostic_acc": acc,
+             "agnostic_acc_nogene": 0.70 + float(rng.normal(0, 0.003)),
+             "agnostic_acc_planted": acc - 0.04, "cluster_of": [0, 0, 1, 1],
+             "n_test_agnostic": [40, 40, 40, 40], "genes": [g, g],
+             "gene_param_bytes": [4 * sum(VGG_DIMS[l] for l in g)] * 2, "dims": VGG_DIMS}
+        if spec.arm == "top-gamma" and not spec.setting:
+            r["perturbation"] = [{"perturbed": "bn3", "untouched": "bn4", "dim_p": 128,
+                                  "dim_u": 128, "size": "equal", "untouched_higher": True,
+                                  "untouched_higher_no_dim": True}]
+            r["selection"] = {"rho": 0.99, "j_stable": 0.9, "j_size": 1.0, "n_updates": 4,
+                              "smallest": top5}
+            r["updates"] = [{"client": 0, "cos": {l: 1.0 for l in VGG_DIMS}, "xi": xi,
+                             "selected": top5}]
+        out[spec] = r
+    return out
+
+
+def _analysed(effect, seeds=tuple(range(10))):
+    from audit.runner import make_context
+
+    IC = _ic()
+    ctx = make_context(IC.CLAIM, "smoke", seeds=list(seeds))
+    a = IC.analyse(_fake_results(ctx, effect), ctx)
+    return {p.id: p for p in a.parts}, a
+
+
+def test_specs_run_the_sweep_on_the_first_sweep_seeds_only():
+    from audit.claims import RunSpec
+    from audit.runner import make_context
+
+    IC = _ic()
+    ctx = make_context(IC.CLAIM, "smoke", seeds=list(range(20)))
+    sp = IC.specs(ctx)
+    base = [s for s in sp if not s.setting]
+    assert len(base) == 20 * len(IC.ARM_NAMES) == 140
+    sw = [s for s in sp if s.setting]
+    k = ctx.config["sweep_seeds"]
+    assert len(sw) == len(ctx.config["gamma_sweep"]) * 2 * k
+    assert {s.setting for s in sw} == {"gamma=0.25", "gamma=0.75"}
+    assert {s.seed for s in sw} == set(range(k)) and {s.arm for s in sw} == set(IC.SWEEP_ARMS)
+    assert IC._gamma_of(RunSpec("top-gamma", 0, "gamma=0.25")) == 0.25
+    assert IC.CLAIM.unit_specs(ctx) == sp
+
+
+def test_analyse_reaches_the_fair_and_sweep_parts_refuted():
+    # top beats every other gene by 0.1 (the bytes control is top's own gene: no shift)
+    worse = {a: -0.1 for a in ("bottom-gamma", "bottom-gamma-no-classifier",
+                               "random-gamma")}
+    parts, a = _analysed(worse)
+    assert parts["accuracy-top-vs-bottom"].verdict == Outcome.REFUTED
+    assert parts["fair-no-classifier"].verdict == Outcome.REFUTED
+    assert parts["fair-no-classifier"].gated
+    # the byte-matched gene IS top-gamma's here: vacuous, never read as equivalence
+    fb = parts["fair-bytes"]
+    assert fb.verdict == Outcome.INCONCLUSIVE and "top-gamma's own gene" in fb.reason
+    assert parts["gamma-sweep"].verdict == Outcome.REFUTED
+    rows = {s["setting"]: s for s in a.settings}
+    assert set(rows) == {"gamma=0.5", "gamma=0.25", "gamma=0.75"} and rows["gamma=0.5"]["base"]
+    assert all(s["verdict"] == "REFUTED" for s in a.settings)
+    from audit import questions
+
+    ans = {x["id"]: x for x in questions.answers(_ic().CLAIM, a.parts, a)}
+    assert ans["fair-reversal"]["verdict"] == "INCONCLUSIVE"  # any: needs both REFUTED
+    assert ans["gamma-sweep"]["verdict"] == "REFUTED" and len(ans["gamma-sweep"]["rows"]) == 3
+    assert "referee_report.minor_comments[3]" in ans["fair-reversal"]["fields"]
+    text = " ".join(f.text for f in a.findings)
+    assert "Made fair" in text and "cannot be compared" in text
+    names = {e.name for e in a.estimates}
+    for f in a.findings:
+        assert set(f.estimates) <= names, f.estimates
+
+
+def test_analyse_fair_parts_confirmed_and_the_sweep_split_by_gamma():
+    # the classifier-excluded control beats top: the reviewer is right under a fair control
+    parts, a = _analysed({"bottom-gamma": -0.1, "bottom-gamma-no-classifier": 0.1,
+                          ("gamma=0.25", "bottom-gamma"): 0.1})
+    assert parts["fair-no-classifier"].verdict == Outcome.CONFIRMED
+    from audit import questions
+
+    ans = {x["id"]: x for x in questions.answers(_ic().CLAIM, a.parts, a)}
+    assert ans["fair-reversal"]["verdict"] == "CONFIRMED"
+    # gamma = 0.25 goes the other way: the sweep part does not decide
+    assert parts["gamma-sweep"].verdict == Outcome.INCONCLUSIVE
+    assert "depends on gamma" in parts["gamma-sweep"].reason
+    assert ans["gamma-sweep"]["settings_split"]
+
+
+def test_analyse_premise_not_reproduced_gates_the_fair_parts():
+    # every gene far below no gene (top at 0.45 vs 0.70): the premise fails
+    down = {a: -0.4 for a in _ic().ARM_NAMES}
+    down.update({("gamma=0.25", a): -0.4 for a in ("top-gamma", "bottom-gamma")})
+    down.update({("gamma=0.75", a): -0.4 for a in ("top-gamma", "bottom-gamma")})
+    down["bottom-gamma-no-classifier"] = -0.5
+    parts, _ = _analysed(down)
+    p = parts["fair-no-classifier"]
+    assert p.verdict == Outcome.INCONCLUSIVE and "premise not reproduced" in p.reason
+
+
+def test_fair_and_sweep_rules_reach_each_outcome():
+    IC = _ic()
+    top = np.array([0.80, 0.82, 0.78, 0.81, 0.79, 0.80, 0.83, 0.77])
+    gap = np.array([0.10, 0.12, 0.09, 0.11, 0.10, 0.11, 0.10, 0.12])
+    base = {"control": "x", "n": 8, "n_differ": 8, "size_txt": "", "sens_txt": "",
+            "resolution": 0.005, "vacuous_needs": "v"}
+    got = set()
+    for b in (top - gap, top + gap, top + gap * np.array([1, -1] * 4)):
+        tw = stats.three_way(top, b, margin=0.0, equivalence_margin=0.02, alpha=0.025,
+                             sensitive=True)
+        got.add(IC.RULE_FAIR_BYTES({**base, "three_way": tw},
+                                   params={"rule": "r", "alpha": "0.025"}).verdict)
+    assert got == {Outcome.REFUTED, Outcome.CONFIRMED, Outcome.INCONCLUSIVE}
+    vac = IC.RULE_FAIR_NO_CLASSIFIER({**base, "n_differ": 0}, params={"rule": "r",
+                                                                      "alpha": "0.025"})
+    assert vac.verdict == Outcome.INCONCLUSIVE and vac.needs == "v"
+    row = lambda v: {"gamma": 0.5, "gamma_layers": 5, "n": 8, "diff": 0.1, "low": 0.05,  # noqa
+                     "high": 0.15, "premise": "reproduced", "verdict": v}
+    sw = lambda vs: IC.RULE_GAMMA_SWEEP({"rows": [row(v) for v in vs]}, params={  # noqa
+        "base": "0.5", "sweep": "0.25", "sweep_seeds": 8}).verdict
+    assert sw(["REFUTED", "REFUTED"]) == Outcome.REFUTED
+    assert sw(["CONFIRMED", "CONFIRMED"]) == Outcome.CONFIRMED
+    assert sw(["REFUTED", "INCONCLUSIVE"]) == Outcome.INCONCLUSIVE
+    assert sw(["REFUTED"]) == Outcome.INCONCLUSIVE  # no sweep at this scale

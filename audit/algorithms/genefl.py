@@ -31,7 +31,10 @@ in both readings.
 
 The selection arms (issue 6) differ in ONE piece, :func:`select_layers`'s ``mode``:
 ``top`` (as printed), ``bottom``, ``random``; and ``use_dim`` of :func:`layer_score`
-(``top-gamma-no-dim`` drops the 1/dim factor).
+(``top-gamma-no-dim`` drops the 1/dim factor). The two fair controls of the reversal
+(issue 30) are further modes of :func:`select_gene`: ``bottom-bytes`` (a bottom gene of
+top-gamma's parameter count, :func:`select_bytes_matched`) and ``bottom-no-classifier``
+(bottom-gamma among the layers other than the classifier, :func:`classifier_layer`).
 
 A "layer" is a parameter-owning module (``audit.fl.models.layer_names``): a conv or
 linear layer (weight and bias together) or a norm layer (scale and shift); its buffers
@@ -52,6 +55,9 @@ from audit.fl.engine import Algorithm
 from audit.fl.models import layer_names, layer_of
 
 SELECTION_MODES = ("top", "bottom", "random")
+#: every mode of a gene choice (:func:`select_gene`): the selection modes and the two fair
+#: controls of the reversal (issue 30)
+GENE_MODES = SELECTION_MODES + ("bottom-bytes", "bottom-no-classifier")
 LOCAL_LAYERS = ("keep", "reset")
 
 
@@ -104,11 +110,17 @@ def layer_score(after: Mapping[str, torch.Tensor], before: Mapping[str, torch.Te
 
 
 def select_layers(scores: Mapping[str, float], gamma: int, mode: str = "top",
-                  rng: Optional[np.random.Generator] = None) -> list[str]:
+                  rng: Optional[np.random.Generator] = None,
+                  exclude: Sequence[str] = ()) -> list[str]:
     """The learnGene's layers: ``top`` = the gamma highest xi (Algorithm 1, as printed),
     ``bottom`` = the gamma lowest, ``random`` = gamma drawn uniformly (needs ``rng``).
-    Ties are broken by depth order (stable sort). Returned in depth order."""
+    Ties are broken by depth order (stable sort). Returned in depth order.
+    ``exclude``: layers never chosen (the candidates are the others, in depth order;
+    gamma must fit them); empty by default, when nothing changes."""
     names = list(scores)
+    if exclude:
+        gone = set(exclude)
+        names = [l for l in names if l not in gone]
     if not 1 <= gamma <= len(names):
         raise ValueError(f"gamma must lie in [1, {len(names)}], got {gamma}")
     if mode == "top":
@@ -122,6 +134,67 @@ def select_layers(scores: Mapping[str, float], gamma: int, mode: str = "top",
     else:
         raise ValueError(f"mode must be one of {SELECTION_MODES}, got {mode!r}")
     return [names[i] for i in sorted(order[:gamma])]
+
+
+def select_bytes_matched(scores: Mapping[str, float], dims: Mapping[str, int],
+                         target: int) -> list[str]:
+    """A bottom gene of a given parameter count (the ``bottom-bytes`` control).
+
+    The rule: walk the layers from the LOWEST score upward (ties in depth order) and take
+    a layer, whole, exactly when it brings the gene's parameter count closer to
+    ``target`` (|total + dim - target| < |total - target|, i.e. total + dim / 2 <
+    target); a layer that would overshoot by more than it gains is skipped and the walk
+    goes on. If no layer is taken (every layer alone is at least twice the target), the
+    gene is the one layer whose size is nearest the target (the lower score among ties).
+    Returned in depth order. Layers are never split, so the count matches only as
+    closely as the layer sizes allow; where the only layers small enough are the top
+    ones, the gene is the top gene itself (the caller reports that overlap)."""
+    names = list(scores)
+    if not names:
+        raise ValueError("no layers to choose from")
+    order = sorted(range(len(names)), key=lambda i: scores[names[i]])
+    chosen, total = [], 0
+    for i in order:
+        d = int(dims[names[i]])
+        if abs(total + d - target) < abs(total - target):
+            chosen.append(i)
+            total += d
+    if not chosen:
+        chosen = [min(order, key=lambda i: abs(int(dims[names[i]]) - target))]
+    return [names[i] for i in sorted(chosen)]
+
+
+def classifier_layer(model: nn.Module) -> str:
+    """The classifier: the last linear layer in depth order (the last layer of any kind
+    when the model has no linear one). The ``bottom-no-classifier`` control never
+    chooses it, so its gene does not carry the known classes' classifier."""
+    mods = dict(model.named_modules())
+    names = layer_names(model)
+    lin = [l for l in names if isinstance(mods.get(l), nn.Linear)]
+    return lin[-1] if lin else names[-1]
+
+
+def select_gene(scores: Mapping[str, float], gamma: int, mode: str = "top",
+                rng: Optional[np.random.Generator] = None,
+                dims: Optional[Mapping[str, int]] = None,
+                classifier: Optional[str] = None) -> list[str]:
+    """One client's gene under any mode of :data:`GENE_MODES`: the selection modes go to
+    :func:`select_layers` unchanged; ``bottom-no-classifier`` is bottom-gamma among the
+    layers other than ``classifier``; ``bottom-bytes`` is :func:`select_bytes_matched`
+    with the target the parameter count (``dims``) of top-gamma on the SAME scores (the
+    gene the printed rule would take from this very update)."""
+    if mode in SELECTION_MODES:
+        return select_layers(scores, gamma, mode, rng)
+    if mode == "bottom-no-classifier":
+        if classifier is None:
+            raise ValueError("bottom-no-classifier needs the classifier layer's name")
+        return select_layers(scores, gamma, "bottom", exclude=(classifier,))
+    if mode == "bottom-bytes":
+        if dims is None:
+            raise ValueError("bottom-bytes needs the layer sizes (dims)")
+        target = sum(int(dims[l]) for l in select_layers(scores, gamma, "top"))
+        return select_bytes_matched(scores, dims, target)
+    raise ValueError(f"mode must be one of {GENE_MODES}, got {mode!r}")
 
 
 def gamma_from_fraction(n_layers: int, fraction: float) -> int:
@@ -200,7 +273,9 @@ class GeneFL(Algorithm):
 
     Args:
         gamma: layers in a learnGene.
-        mode: ``top`` (as printed), ``bottom`` or ``random`` (see :func:`select_layers`).
+        mode: ``top`` (as printed), ``bottom`` or ``random`` (see :func:`select_layers`),
+            or a fair control of the reversal, ``bottom-bytes`` or
+            ``bottom-no-classifier`` (see :func:`select_gene`).
         use_dim: keep the 1/dim factor of Eq. 9 (False: the ``no-dim`` arm).
         lam_gen, lam_elg: weights of L_gen and L_elg.
         fisher_quantile: parameters whose diagonal Fisher lies below this quantile (per
@@ -228,8 +303,9 @@ class GeneFL(Algorithm):
             raise ValueError(f"local_layers must be one of {LOCAL_LAYERS}, got {local_layers!r}")
         self.local_layers = local_layers
         self.shared: list[str] = []  # the layers aggregated in the last round
-        if mode not in SELECTION_MODES:
-            raise ValueError(f"mode must be one of {SELECTION_MODES}, got {mode!r}")
+        if mode not in GENE_MODES:
+            raise ValueError(f"mode must be one of {GENE_MODES}, got {mode!r}")
+        self.classifier: Optional[str] = None  # set by setup (bottom-no-classifier)
         self.gamma, self.mode, self.use_dim = int(gamma), mode, bool(use_dim)
         self.lam_gen, self.lam_elg = float(lam_gen), float(lam_elg)
         self.fisher_quantile = float(fisher_quantile)
@@ -242,6 +318,7 @@ class GeneFL(Algorithm):
         self.layers = layer_keys(model)
         self.state_layers = layer_state_keys(model)
         self.pkeys = [n for n, _ in model.named_parameters()]
+        self.classifier = classifier_layer(model)
         import copy
 
         self._fisher_net = copy.deepcopy(model)
@@ -303,7 +380,11 @@ class GeneFL(Algorithm):
         # Algorithm 1 lines 9-13: score every layer against the received model, keep gamma
         cos = layer_cosines(after, before, self.layers)
         xi = layer_score(after, before, self.layers, use_dim=self.use_dim)
-        sel = select_layers(xi, self.gamma, self.mode, self.rng)
+        if self.mode in SELECTION_MODES:
+            sel = select_layers(xi, self.gamma, self.mode, self.rng)
+        else:  # the fair controls (issue 30)
+            sel = select_gene(xi, self.gamma, self.mode, dims=layer_dims(after, self.layers),
+                              classifier=self.classifier)
         keys = [k for l in sel for k in self.state_layers[l]]
         state = {k: after[k] for k in keys}
         pbytes = sum(after[k].numel() * after[k].element_size()
@@ -344,7 +425,27 @@ class GeneFL(Algorithm):
         """The cluster learnGene's layers: the gamma layers most often uploaded in
         ``last_round`` (ties by depth order). Our reading of Theta^G_k: the paper
         aggregates the shared layers; which layers form the gene sent to a new client
-        when clients chose differently is not spelled out in our sources."""
+        when clients chose differently is not spelled out in our sources.
+
+        The fair controls: ``bottom-no-classifier`` votes the same way among the layers
+        other than the classifier; ``bottom-bytes`` (whose genes differ in length) takes
+        the layer SET chosen by most clients of ``last_round`` (ties: the first such
+        client's set), so the cluster's gene is one client's byte-matched gene."""
+        if self.mode == "bottom-bytes":
+            sets = [tuple(u.selected) for u in self.updates if u.round == last_round]
+            if not sets:
+                return []
+            count = {t: sets.count(t) for t in sets}
+            return list(max(sets, key=lambda t: count[t]))  # max keeps the first of ties
+        if self.mode == "bottom-no-classifier":
+            names = [l for l in self.layers if l != self.classifier]
+            votes = {l: 0 for l in names}
+            for u in self.updates:
+                if u.round == last_round:
+                    for l in u.selected:
+                        votes[l] += 1
+            order = sorted(range(len(names)), key=lambda i: -votes[names[i]])
+            return [names[i] for i in sorted(order[:self.gamma])]
         votes = {l: 0 for l in self.layers}
         for u in self.updates:
             if u.round == last_round:

@@ -17,6 +17,15 @@ Three pieces (issue 6):
 3. the run (a separate, labelled result): agnostic clients initialised from each arm's
    learnGene, accuracy after a fixed number of local steps; known clients' accuracy.
 The verdict on the reviewer's claim comes from 1 and 2 only.
+
+Issue 30 (record item ``referee_report.minor_comments[3]``): is top beating bottom fair?
+Two controls run on every seed: ``bottom-gamma-bytes`` (a bottom gene of top-gamma's
+parameter count, whole layers: ``audit.algorithms.genefl.select_bytes_matched``) and
+``bottom-gamma-no-classifier`` (bottom-gamma without the classifier trained on the known
+classes); question ``fair-reversal`` compares top-gamma with each (Bonferroni over the
+two). A gamma sweep (settings ``gamma=<fraction>``, top- and bottom-gamma on the first
+``sweep_seeds`` seeds) repeats the reviewer's test at other gene sizes: question
+``gamma-sweep``, one row per gamma, each by the same rule with its own premise.
 """
 from __future__ import annotations
 
@@ -53,7 +62,10 @@ SMOKE_SIM = {"dataset": "digits", "model": "vgg", "model_kw": {"width": 0.5},
              "lr": 0.05, "gamma_fraction": 0.5, "lam_gen": 0.01, "lam_elg": 0.1,
              "fisher_quantile": 0.5, "finetune_steps": 8, "finetune_lr": 0.05,
              "agnostic_min_size": 60, "local_layers": "keep",
-             "equivalence_margin": EQUIV_MARGIN}
+             "equivalence_margin": EQUIV_MARGIN,
+             # issue 30: the gamma sweep (top- and bottom-gamma on the first sweep_seeds
+             # seeds); 8 seeds: the three-way rule decides nothing on fewer pairs
+             "gamma_sweep": [0.25, 0.75], "sweep_seeds": 8}
 SCALES = {
     "smoke": SMOKE_SIM,
     # digits' classes 7-9 hold 426 training samples outside the known classes: 6 agnostic
@@ -66,7 +78,8 @@ SCALES = {
     "paper": {**SMOKE_SIM, "dataset": "cifar10", "model": "resnet18", "model_kw": {},
               "partition": "shard", "shards": 4, "n_known": 20, "n_agnostic": 10,
               "clusters": 4, "rounds": 100, "clients_per_round": 10, "local_epochs": 1,
-              "batch_size": 64, "lr": 0.01, "finetune_steps": 50, "svd_dim": 10},
+              "batch_size": 64, "lr": 0.01, "finetune_steps": 50, "svd_dim": 10,
+              "gamma_sweep": [], "sweep_seeds": 0},
 }
 
 ARMS = (
@@ -79,14 +92,25 @@ ARMS = (
     Arm("top-gamma-reset", "top-gamma, clients restart every round from the full cluster "
         "model (Algorithm 1 line 4 literally)", "never-uploaded layers reset each round: "
         "reported, not in the verdict"),
+    Arm("bottom-gamma-bytes", "learnGene = the lowest-xi layers, whole, taken from the "
+        "lowest score upward while each brings the gene's parameter count closer to that "
+        "of top-gamma on the same client update", "byte-matched control (issue 30)"),
+    Arm("bottom-gamma-no-classifier", "learnGene = the gamma lowest-xi layers other than "
+        "the classifier (the last linear layer)", "classifier-excluded control (issue 30)"),
 )
 ARM_NAMES = tuple(a.name for a in ARMS)
+#: the arms of every gamma-sweep cell (the reviewer's test at another gene size)
+SWEEP_ARMS = ("top-gamma", "bottom-gamma")
+#: the fair controls of the reversal: arm -> part id
+FAIR = {"bottom-gamma-bytes": "fair-bytes", "bottom-gamma-no-classifier": "fair-no-classifier"}
 
 
 @dataclass(frozen=True)
 class ArmPiece:
     """What an arm changes in a GENE-FL run (``simulate``): which gamma layers become
-    the learnGene (``mode``: "top", "bottom" or "random" by xi), whether Eq. 9 keeps its
+    the learnGene (``mode``: "top", "bottom" or "random" by xi, or a fair control,
+    "bottom-bytes" or "bottom-no-classifier": ``audit.algorithms.genefl.select_gene``),
+    whether Eq. 9 keeps its
     1/dim factor (``use_dim``), and what clients start never-uploaded layers from
     (``local_layers``: None keeps the config's default, "reset" the full cluster model)."""
 
@@ -102,6 +126,8 @@ PIECES: dict[str, ArmPiece] = {
     "random-gamma": ArmPiece("random"),
     "top-gamma-no-dim": ArmPiece("top", use_dim=False),
     "top-gamma-reset": ArmPiece("top", local_layers="reset"),
+    "bottom-gamma-bytes": ArmPiece("bottom-bytes"),
+    "bottom-gamma-no-classifier": ArmPiece("bottom-no-classifier"),
 }
 assert tuple(PIECES) == ARM_NAMES, "PIECES out of step with ARMS"
 
@@ -172,6 +198,30 @@ def selection_stats(updates: list[dict], dims: dict, gamma: int) -> dict:
 
 
 # ------------------------------------------------------------------------------ run
+def gamma_setting(fraction: float) -> str:
+    """The sweep setting's label: ``gamma=0.25``."""
+    return f"gamma={float(fraction):g}"
+
+
+def specs(ctx: RunContext) -> list[RunSpec]:
+    """Every arm on every seed (the base setting), then each gamma of ``gamma_sweep``
+    with the arms :data:`SWEEP_ARMS` on the first ``sweep_seeds`` seeds."""
+    cfg = ctx.config
+    out = [RunSpec(a, s) for s in ctx.seeds for a in ARM_NAMES]
+    sw = ctx.seeds[:int(cfg.get("sweep_seeds", 0))]
+    for g in cfg.get("gamma_sweep", ()):
+        out += [RunSpec(a, s, gamma_setting(g)) for s in sw for a in SWEEP_ARMS]
+    return out
+
+
+def _gamma_of(spec: RunSpec) -> float | None:
+    if not spec.setting:
+        return None
+    if not spec.setting.startswith("gamma="):
+        raise AuditError(f"unknown setting {spec.setting!r}")
+    return float(spec.setting.split("=", 1)[1])
+
+
 def run(spec: RunSpec, ctx: RunContext) -> dict:
     import torch
 
@@ -184,6 +234,9 @@ def run(spec: RunSpec, ctx: RunContext) -> dict:
                          "(or set AUDIT_DATA) to its local copy (torchvision layout)")
     piece = PIECES[spec.arm]
     mode, use_dim = piece.mode, piece.use_dim
+    g = _gamma_of(spec)
+    if g is not None:  # a gamma-sweep cell
+        cfg["gamma_fraction"] = g
     if piece.local_layers is not None:
         cfg["local_layers"] = piece.local_layers
     cfg["plant_effect"] = float(cfg.get("equivalence_margin", EQUIV_MARGIN))
@@ -198,7 +251,7 @@ def run(spec: RunSpec, ctx: RunContext) -> dict:
     res["gene_param_bytes"] = [c["gene_param_bytes"] for c in out["clusters"]]
     dims = out["clusters"][0]["dims"]
     res["dims"] = dims
-    if spec.arm == "top-gamma":  # the trained models of the printed method
+    if spec.arm == "top-gamma" and not spec.setting:  # the printed method's models
         updates = [u for c in out["clusters"] for u in c["last_updates"]]
         res["selection"] = selection_stats(updates, dims, out["gamma"])
         res["updates"] = updates
@@ -288,6 +341,83 @@ RULE_ACCURACY = Rule(
     _accuracy_decide)
 
 
+def _fair_decide(ev):
+    ctl = ev["control"]
+    if ev["n_differ"] == 0:
+        return Outcome.INCONCLUSIVE, (
+            f"{ctl}: its gene is top-gamma's own gene on all {ev['n']} seeds (every "
+            f"cluster){ev['size_txt']}: no gene of this kind differs from the top one in "
+            "this model at this gamma, so there is nothing to compare"), ev["vacuous_needs"]
+    tw = ev["three_way"]
+    out = on_reviewer(tw.outcome, holds_when="FALSIFIED")
+    needs = "" if tw.seeds_needed is None else f"about {tw.seeds_needed} seeds"
+    subset = ("" if ev["n_differ"] == ev["n"] else
+              f" (the {ev['n_differ']} of {ev['n']} seeds where the genes differ)")
+    return out, f"{ctl}{subset}: {tw.reason}{ev['size_txt']}{ev['sens_txt']}", \
+        needs or "more seeds or a larger setting", \
+        {"flip": tw.flip, "resolution": ev["resolution"], "unit": "accuracy"}
+
+
+def _fair_rule(part: str, control: str, what: str) -> Rule:
+    return Rule(
+        part,
+        f"The reviewer's test made fair ({what}): agnostic-client accuracy after the "
+        f"fixed local steps, top-gamma (A) vs {control} (B), paired by seed over the "
+        "seeds where the two cluster genes differ (a seed where they coincide would "
+        "compare a gene with itself). {rule}, at alpha = {alpha} (0.05 split over the "
+        "two fair controls, Bonferroni); equivalence counts only with the accuracy "
+        "part's assay sensitivity. Map onto the reviewer: top beats the control -> "
+        "REFUTED; the control matches (equivalence) or beats top -> CONFIRMED; else "
+        "INCONCLUSIVE, and INCONCLUSIVE when the genes coincide on every seed. Gated by "
+        "the premise (the gene beats no gene).",
+        _fair_decide)
+
+
+RULE_FAIR_BYTES = _fair_rule(
+    "fair-bytes", "bottom-gamma-bytes",
+    "equal gene size: the lowest-xi layers, whole, walked from the lowest score upward, "
+    "each taken when it brings the gene's parameter count closer to that of top-gamma on "
+    "the same client update")
+RULE_FAIR_NO_CLASSIFIER = _fair_rule(
+    "fair-no-classifier", "bottom-gamma-no-classifier",
+    "no classifier: the gamma lowest-xi layers other than the last linear layer, so the "
+    "bottom gene does not carry the classifier trained on the known classes")
+
+
+def _sweep_decide(ev):
+    rows = ev["rows"]
+    if len(rows) < 2:
+        return Outcome.INCONCLUSIVE, "no gamma sweep at this scale", \
+            "a scale with a gamma sweep (gamma_sweep, sweep_seeds)"
+    txt = "; ".join(f"gamma = {r['gamma']:g} ({r['gamma_layers']} layers, n = {r['n']}): "
+                    f"top - bottom {r['diff']:+.4f} [{r['low']:.4f}, {r['high']:.4f}], "
+                    f"premise {r['premise']} -> {r['verdict']}" for r in rows)
+    words = {r["verdict"] for r in rows}
+    if words == {"REFUTED"}:
+        return Outcome.REFUTED, txt + ": top-gamma beats bottom-gamma at every gamma.", ""
+    if words == {"CONFIRMED"}:
+        return Outcome.CONFIRMED, txt + ": bottom-gamma matches or beats top-gamma at " \
+            "every gamma.", ""
+    if {"REFUTED", "CONFIRMED"} <= words:
+        return Outcome.INCONCLUSIVE, txt + ": the outcome depends on gamma.", \
+            "a gamma fixed by the paper (the rows disagree)"
+    return Outcome.INCONCLUSIVE, txt + ".", (
+        f"every row decided: the rule needs at least {stats.MIN_PAIRS} pairs a row and "
+        "each row's own premise reproduced")
+
+
+RULE_GAMMA_SWEEP = Rule(
+    "gamma-sweep",
+    "The reviewer's accuracy test at each gene size gamma: the base gamma ({base}, all "
+    "seeds: the part accuracy-top-vs-bottom) and each gamma of the sweep ({sweep}, the "
+    "first {sweep_seeds} seeds), top-gamma vs bottom-gamma with the same three-way rule "
+    "at the same alpha, each row gated by its OWN premise (top-gamma at that gamma beats "
+    "no gene) and with its own assay sensitivity (a planted handicap in that row's "
+    "top-gamma runs). CONFIRMED when every row is CONFIRMED, REFUTED when every row is "
+    "REFUTED, INCONCLUSIVE otherwise (rows that disagree: the outcome depends on gamma).",
+    _sweep_decide)
+
+
 QUESTIONS = (
     Question("prose-inverted",
              "Does a high Eq. 9 score mark the layers that moved least, the reverse of "
@@ -303,6 +433,20 @@ QUESTIONS = (
              "top-gamma for agnostic clients (the reviewer's own accuracy test)?",
              ("falsifier",), ("accuracy-top-vs-bottom",),
              decides="the learnGene's own gain over no gene must reproduce first"),
+    Question("fair-reversal",
+             "Made fair (a bottom gene of top-gamma's size; a bottom gene without the "
+             "classifier trained on the known classes), does reversing the selection match "
+             "or beat top-gamma? Yes if it does under either control; no if top-gamma "
+             "beats both.",
+             ("referee_report.minor_comments[3]",), ("fair-bytes", "fair-no-classifier"),
+             how="any",
+             decides="the learnGene's own gain over no gene must reproduce first"),
+    Question("gamma-sweep",
+             "Does the reviewer's accuracy test (top- vs bottom-gamma) come out the same at "
+             "every gene size gamma of the sweep?",
+             ("referee_report.minor_comments[3]",), ("gamma-sweep",), sweeps=True,
+             decides="each gamma's own premise reproduced, with enough sweep seeds for "
+                     "the rule to decide"),
 )
 
 COMBINATION = questions.combination(QUESTIONS)
@@ -320,6 +464,44 @@ def _premise_decide(tw, d) -> Premise:
 
 
 # ----------------------------------------------------------------------- analysis
+def _gene_match(results, seeds, arm) -> dict:
+    """How ``arm``'s cluster genes compare with top-gamma's, per seed: whether they are
+    the same layers in every cluster, the mean Jaccard overlap (over clusters), and the
+    ratio of the mean gene parameter counts (``gene_param_bytes``, 4 bytes a parameter)."""
+    same, jac, ratio = [], [], []
+    for s in seeds:
+        a, t = results[RunSpec(arm, s)], results[RunSpec("top-gamma", s)]
+        ga, gt = [list(g) for g in a["genes"]], [list(g) for g in t["genes"]]
+        same.append(ga == gt)
+        jac.append(float(np.mean([_jaccard(x, y) for x, y in zip(ga, gt)])))
+        ratio.append(float(np.mean(a["gene_param_bytes"]) / np.mean(t["gene_param_bytes"])))
+    return {"same": np.array(same), "jaccard": np.array(jac), "ratio": np.array(ratio)}
+
+
+def _cell(results, seeds, setting, d, alpha, resolution):
+    """The reviewer's test in one gamma-sweep cell, with that cell's own premise and
+    assay sensitivity: (part, three-way top vs bottom, premise, per-arm accuracies)."""
+    acc = results_table(results, "agnostic_acc", SWEEP_ARMS, seeds, setting)
+    top, bot = acc["top-gamma"], acc["bottom-gamma"]
+    nog = results_table(results, "agnostic_acc_nogene", ["top-gamma"], seeds,
+                        setting)["top-gamma"]
+    pl = results_table(results, "agnostic_acc_planted", ["top-gamma"], seeds,
+                       setting)["top-gamma"]
+    sens = stats.three_way(top, pl, margin=0.0, equivalence_margin=d, alpha=alpha)
+    sensitive = sens.outcome == "SUPPORTED"
+    tw = stats.three_way(top, bot, margin=0.0, equivalence_margin=d, alpha=alpha,
+                         sensitive=sensitive)
+    prem = _premise_decide(stats.three_way(top, nog, margin=0.0, equivalence_margin=d,
+                                           alpha=alpha, sensitive=sensitive), d)
+    txt = (f" Assay sensitivity here: top-gamma minus its planted copy "
+           f"{sens.difference.mean:.4f} -> {'detected' if sensitive else 'NOT detected'}.")
+    part = premise_gate(RULE_ACCURACY({"three_way": tw, "sens_txt": txt,
+                                       "resolution": resolution},
+                                      params={"rule": stats.three_way_text(
+                                          0.0, d, alpha, len(seeds))}), prem)
+    return part, tw, prem, acc
+
+
 def analyse(results, ctx: RunContext) -> Analysis:
     seeds = list(ctx.seeds)
     arms = [a.name for a in ARMS]
@@ -368,6 +550,66 @@ def analyse(results, ctx: RunContext) -> Analysis:
                                          "resolution": resolution},
                                         params={"rule": rule_txt}), premise))
 
+    # ---- issue 30: the fair controls (Bonferroni over the two) and the gamma sweep
+    alpha_fair = alpha / len(FAIR)
+    fair, fair_tw, match = [], {}, {}
+    for arm, rule in (("bottom-gamma-bytes", RULE_FAIR_BYTES),
+                      ("bottom-gamma-no-classifier", RULE_FAIR_NO_CLASSIFIER)):
+        m = match[arm] = _gene_match(results, seeds, arm)
+        keep = [i for i in range(len(seeds)) if not m["same"][i]]
+        size_txt = (f"; its gene holds {m['ratio'].mean():.2f} x top-gamma's parameters "
+                    f"(mean over seeds), Jaccard overlap with top-gamma's layers "
+                    f"{m['jaccard'].mean():.2f}")
+        ev = {"control": arm, "n": len(seeds), "n_differ": len(keep), "size_txt": size_txt,
+              "sens_txt": sens_txt, "resolution": resolution,
+              "vacuous_needs": "a model whose layer sizes leave a bottom gene of top-gamma's "
+                               "size other than top-gamma's own (or a gene of partial "
+                               "layers), or another gamma"}
+        n_rule = len(keep)
+        if keep:
+            fair_tw[arm] = ev["three_way"] = stats.three_way(
+                acc["top-gamma"][keep], acc[arm][keep], margin=0.0, equivalence_margin=d,
+                alpha=alpha_fair, sensitive=sensitive)
+        fair.append(premise_gate(rule(ev, params={
+            "rule": stats.three_way_text(0.0, d, alpha_fair, n_rule),
+            "alpha": f"{alpha_fair:g}"}), premise))
+
+    base_gamma = float(cfg["gamma_fraction"])
+    sweep_rows = [{"setting": gamma_setting(base_gamma), "gamma": base_gamma,
+                   "gamma_layers": tops[0]["gamma"], "n": len(seeds), "diff": tw.difference.mean,
+                   "low": tw.difference.low, "high": tw.difference.high,
+                   "premise": premise.status, "verdict": parts[2].verdict.value,
+                   "top": float(acc["top-gamma"].mean()),
+                   "bottom": float(acc["bottom-gamma"].mean()), "base": True}]
+    sweep_est = []
+    for g in cfg.get("gamma_sweep", ()):
+        st = gamma_setting(g)
+        sw = [s for s in seeds if all(RunSpec(a, s, st) in results for a in SWEEP_ARMS)]
+        if len(sw) < 2:
+            continue
+        cpart, ctw, cprem, cacc = _cell(results, sw, st, d, alpha, resolution)
+        sweep_rows.append({"setting": st, "gamma": float(g),
+                           "gamma_layers": results[RunSpec("top-gamma", sw[0], st)]["gamma"],
+                           "n": len(sw), "diff": ctw.difference.mean,
+                           "low": ctw.difference.low, "high": ctw.difference.high,
+                           "premise": cprem.status, "verdict": cpart.verdict.value,
+                           "top": float(cacc["top-gamma"].mean()),
+                           "bottom": float(cacc["bottom-gamma"].mean()), "base": False})
+        sweep_est.append(Estimate.of(f"diff_agnostic_top_minus_bottom_{st.replace('=', '_')}",
+                                     ctw.difference, "accuracy",
+                                     f"{st}: top-gamma - bottom-gamma, paired by seed "
+                                     f"(n = {len(sw)}, sweep seeds)"))
+    sweep_part = RULE_GAMMA_SWEEP({"rows": sweep_rows}, params={
+        "base": f"{base_gamma:g}",
+        "sweep": ", ".join(f"{float(g):g}" for g in cfg.get("gamma_sweep", ())) or "none",
+        "sweep_seeds": int(cfg.get("sweep_seeds", 0))})
+    parts = parts + tuple(fair) + (sweep_part,)
+    settings = tuple({"setting": r["setting"], "verdict": r["verdict"], "base": r["base"],
+                      "closest_to_paper": False, "why": "",
+                      "note": f"top - bottom {r['diff']:+.4f} [{r['low']:.4f}, "
+                              f"{r['high']:.4f}], n = {r['n']}; premise here: "
+                              f"{r['premise']}"} for r in sweep_rows)
+
     def frac(rows, key):
         return sum(r[key] for r in rows) / len(rows) if rows else float("nan")
 
@@ -412,6 +654,19 @@ def analyse(results, ctx: RunContext) -> Analysis:
         diffs.append((a, dd))
     est.append(Estimate("chance_level_known", 1.0 / len(cfg["known_classes"]),
                         unit="accuracy", description="1 / number of known classes"))
+    for arm, m in match.items():
+        est.append(mean_est(f"gene_params_ratio_{arm}", m["ratio"], "ratio",
+                            f"{arm}'s cluster gene parameters / top-gamma's, per seed"))
+        est.append(mean_est(f"gene_jaccard_{arm}_vs_top", m["jaccard"], "Jaccard",
+                            f"{arm}'s cluster gene layers vs top-gamma's, per seed"))
+        est.append(Estimate(f"seeds_gene_differs_{arm}", float((~m["same"]).sum()),
+                            unit="seeds", n=len(seeds),
+                            description=f"seeds where {arm}'s gene differs from "
+                                        "top-gamma's in some cluster (exact count)"))
+    bm = _gene_match(results, seeds, "bottom-gamma")
+    est.append(mean_est("gene_params_ratio_bottom-gamma", bm["ratio"], "ratio",
+                        "bottom-gamma's cluster gene parameters / top-gamma's, per seed"))
+    est.extend(sweep_est)
 
     genes = {a: results[RunSpec(a, seeds[0])]["genes"] for a in arms}
     dims = tops[0]["dims"]
@@ -437,6 +692,34 @@ def analyse(results, ctx: RunContext) -> Analysis:
               ("arm", "known-client accuracy", "chance level"),
               tuple((a, round(float(np.mean(known[a])), 4),
                      round(1.0 / len(cfg["known_classes"]), 4)) for a in arms)),
+        Table("Fair controls of the reversal: top-gamma against each",
+              ("control", "gene params / top's", "Jaccard with top's layers",
+               "seeds where genes differ", "top minus control",
+               f"{100 * (1 - alpha_fair):g}% CI", "verdict"),
+              tuple((a, round(float(match[a]["ratio"].mean()), 3),
+                     round(float(match[a]["jaccard"].mean()), 3),
+                     f"{int((~match[a]['same']).sum())} of {len(seeds)}",
+                     round(fair_tw[a].difference.mean, 4) if a in fair_tw else "-",
+                     (f"[{fair_tw[a].difference.low:.4f}, {fair_tw[a].difference.high:.4f}]"
+                      if a in fair_tw else "-"), p.verdict.value)
+                    for a, p in zip(FAIR, fair)) +
+              (("bottom-gamma (unfair, for reference)", round(float(bm["ratio"].mean()), 3),
+                round(float(bm["jaccard"].mean()), 3), "-", round(tw.difference.mean, 4),
+                f"[{tw.difference.low:.4f}, {tw.difference.high:.4f}]",
+                parts[2].verdict.value),),
+              note=f"Paired by seed over the seeds where the genes differ; alpha "
+                   f"{alpha_fair:g} each (Bonferroni over the two controls); gated by the "
+                   "premise. Gene sizes are the cluster genes' parameter counts."),
+        Table("Gamma sweep: the reviewer's test at each gene size",
+              ("gamma", "layers in gene", "seeds", "top-gamma", "bottom-gamma",
+               "top minus bottom", f"{100 * (1 - alpha):g}% CI", "premise here",
+               "verdict"),
+              tuple((f"{r['gamma']:g}" + (" (base)" if r["base"] else ""),
+                     r["gamma_layers"], r["n"], round(r["top"], 4), round(r["bottom"], 4),
+                     round(r["diff"], 4), f"[{r['low']:.4f}, {r['high']:.4f}]",
+                     r["premise"], r["verdict"]) for r in sweep_rows),
+              note="Agnostic-client accuracy, mean over seeds; each row its own premise "
+                   "(top-gamma at that gamma beats no gene) and assay sensitivity."),
     ]
     u0 = tops[0]["updates"][0]
     names = list(u0["xi"])
@@ -512,6 +795,55 @@ def analyse(results, ctx: RunContext) -> Analysis:
         "7-9: their pool is classes 5-9 minus every sample of the known classes 0-6); "
         "known clients keep their own layers (above).",
     ]
+    # issue 30: the fair controls and the sweep, in words
+    fb, fc = fair
+    nb = int((~match["bottom-gamma-bytes"]["same"]).sum())
+
+    def _said(p, arm):
+        if arm not in fair_tw:
+            return "cannot be compared"
+        t_ = fair_tw[arm].difference
+        return (f"top-gamma scores {t_.mean:+.4f} against it (CI [{t_.low:.4f}, "
+                f"{t_.high:.4f}]): {p.verdict.value}")
+
+    bytes_txt = (f"the byte-matched control is top-gamma's own gene on every seed (the only "
+                 f"whole layers small enough to match top-gamma's "
+                 f"{np.mean([np.mean(t['gene_param_bytes']) for t in tops]) / 4:.0f} "
+                 f"parameters are top-gamma's layers), so it cannot be compared"
+                 if nb == 0 else
+                 f"against a bottom gene of about the same size "
+                 f"({match['bottom-gamma-bytes']['ratio'].mean():.2f} x top-gamma's "
+                 f"parameters, {nb} of {len(seeds)} seeds differ) "
+                 + _said(fb, "bottom-gamma-bytes"))
+    survives = ("survives both controls" if fb.verdict == fc.verdict == Outcome.REFUTED else
+                "does not survive: a fair control matches or beats top-gamma"
+                if Outcome.CONFIRMED in (fb.verdict, fc.verdict) else "is not decided by them")
+    rows_txt = "; ".join(f"gamma {r['gamma']:g}: {r['diff']:+.4f} ({r['verdict']}, n = "
+                         f"{r['n']})" for r in sweep_rows)
+    fair_finding = Finding(
+        f"Made fair, top beating bottom {survives}. Without the classifier trained on the "
+        f"known classes (gene {match['bottom-gamma-no-classifier']['ratio'].mean():.1f} x "
+        f"top-gamma's parameters, against {bm['ratio'].mean():.1f} x for plain "
+        f"bottom-gamma), " + _said(fc, "bottom-gamma-no-classifier") + f"; {bytes_txt}.",
+        ("diff_agnostic_top_minus_bottom-gamma-no-classifier",
+         "diff_agnostic_top_minus_bottom-gamma-bytes",
+         "gene_params_ratio_bottom-gamma-no-classifier"))
+    sweep_finding = Finding(
+        f"Across gene sizes, top minus bottom (agnostic accuracy, paired by seed): "
+        f"{rows_txt}; the gamma-sweep question says {sweep_part.verdict.value}.",
+        tuple(e.name for e in sweep_est))
+    notes.append(
+        f"Fair controls (issue 30): at layer granularity an equal-size bottom gene exists "
+        f"only where the layer sizes allow it. Byte-matched: walking up from the lowest xi, "
+        f"a layer is taken when it brings the count closer to top-gamma's; here the gene "
+        f"holds {match['bottom-gamma-bytes']['ratio'].mean():.2f} x top-gamma's parameters "
+        f"with Jaccard {match['bottom-gamma-bytes']['jaccard'].mean():.2f} to its layers "
+        f"({nb} of {len(seeds)} seeds differ). Classifier excluded: bottom-gamma among the "
+        f"layers other than the last linear one, "
+        f"{match['bottom-gamma-no-classifier']['ratio'].mean():.1f} x top-gamma's "
+        f"parameters. Each is compared with top-gamma at alpha {alpha_fair:g} (Bonferroni "
+        f"over the two), gated by the same premise. The gamma sweep repeats the reviewer's "
+        f"test with each gamma's own premise: {rows_txt}.")
     findings = (
         Finding(f"In practice the Eq. 9 score is a size ranking: over the trained layers "
                 f"the cosines sit near 1, so xi follows 1/dim (Spearman {rho.mean():.3f}) and "
@@ -522,10 +854,11 @@ def analyse(results, ctx: RunContext) -> Analysis:
                 f"score {tw.difference.mean:+.4f} against bottom-gamma (paired by seed), and "
                 f"the gene itself {prem_tw.difference.mean:+.4f} against no gene.",
                 ("diff_agnostic_top_minus_bottom-gamma", "diff_agnostic_top_minus_no-gene")),
+        fair_finding, sweep_finding,
     )
     return Analysis(estimates=tuple(est), parts=parts, tables=tuple(tables),
                     figures=tuple(figs), notes=tuple(notes), premise=premise,
-                    findings=findings)
+                    findings=findings, settings=settings)
 
 
 #: How the settings were chosen (audit.tuning: tuning seeds only, never a verdict's).
@@ -558,13 +891,15 @@ CLAIM = Claim(
                "keeping the top-scored layers keeps the most stable ones, the opposite "
                "of what the prose says the score measures."),
     arms=ARMS,
-    rules=(RULE_DIRECTION, RULE_SELECTION, RULE_ACCURACY),
+    rules=(RULE_DIRECTION, RULE_SELECTION, RULE_ACCURACY, RULE_FAIR_BYTES,
+           RULE_FAIR_NO_CLASSIFIER, RULE_GAMMA_SWEEP),
     combination=COMBINATION,
     questions=QUESTIONS,
     stochastic=True,
     scales=SCALES,
     run=run,
     analyse=analyse,
+    specs=specs,
     paper_numbers=(
         PaperNumber("learnGene size", "9.04 MB", "abstract", ""),
         PaperNumber("selection rule", "top gamma by descending xi", "Algorithm 1", ""),

@@ -101,6 +101,10 @@ def simulate(config: Mapping, seed: int, mode: str = "top", use_dim: bool = True
              on_round: Optional[Callable[[int, int], None]] = None) -> dict:
     """One GENE-FL run: known clients in clusters, then agnostic clients from the genes.
 
+    ``mode``: the gene choice of every client update, any of
+    :data:`audit.algorithms.genefl.GENE_MODES` (``top`` as printed; ``bottom``,
+    ``random``; the fair controls ``bottom-bytes`` and ``bottom-no-classifier``).
+
     ``config`` keys: dataset, model, model_kw, known_classes, agnostic_classes, n_known,
     n_agnostic, alpha, clusters, svd_dim, rounds, clients_per_round, local_epochs,
     batch_size, lr, gamma_fraction, lam_gen, lam_elg, fisher_quantile, finetune_steps,

@@ -31,8 +31,7 @@ ITEMS = {
         reason=DEFINITION + " (the likelihood of Eq. 5)"),
     "referee_report.minor_comments[3]": Note(
         "No sensitivity study over gamma or the SVD dimension.",
-        reason="asks for a new accuracy sweep over gamma; no claim runs one (bytes grow "
-               "with gamma by construction)"),
+        proposed="genefl-inverted-cosine"),
     "referee_report.minor_comments[4]": Note(
         "Why participants get the full model but newcomers only the learnGene is unexplained.",
         reason=PRESENTATION + "; the bytes it implies are counted by genefl-uplink-bytes"),
