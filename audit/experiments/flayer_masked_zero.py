@@ -144,7 +144,9 @@ def _decide_collapse(ev: Mapping[str, Any]):
                   "could have been missed: " + reason)
         needs = "seeds or a setting that detect a gap of the margin's size"
     elif out == Outcome.INCONCLUSIVE:
-        needs = (f"minimum detectable gap at n = {tw.n} is {tw.mde:.3g}; "
+        mde = ("the rule cannot decide any gap at this n" if tw.mde is None else
+               f"minimum detectable gap at n = {tw.n} is {tw.mde:.3g}")
+        needs = (f"{mde}; "
                  + (f"{tw.seeds_needed} seeds would detect the observed distance "
                     f"{tw.difference.mean - tw.margin:+.3g} of the gap from the margin"
                     if tw.seeds_needed else "more seeds or a larger scale"))
@@ -927,14 +929,19 @@ def _sensitivity(results, seeds, setting, arm, a, b, margin, equiv, alpha):
         tp = stats.three_way(a, planted, margin=margin / 2, equivalence_margin=equiv,
                              alpha=alpha)
     sd = float(np.std(np.asarray(a) - np.asarray(b), ddof=1))
-    mde = stats.minimum_detectable_effect(len(seeds), alpha=alpha) * sd
+    # the smallest gap the three-way rule itself decides at this n (simulated from the
+    # rule; None where it cannot decide at all), not a plain t-test's
+    per_sd = stats.rule_mde(len(seeds), alpha=alpha)
+    mde = math.inf if per_sd is None else per_sd * sd
     ok = tp.outcome == "SUPPORTED" and mde <= margin
     d = tp.difference
+    mde_txt = ("none: the rule cannot decide at this n" if per_sd is None else
+               f"{mde:.4f}")
     return ok, (f"planted drop {margin:g} in {arm}: measured {d.mean:.4f} "
                 f"[{d.low:.4f}, {d.high:.4f}] -> "
                 f"{'detected' if tp.outcome == 'SUPPORTED' else 'NOT detected'} above "
                 f"{margin / 2:g}; minimum detectable gap of the A - B differences at n = "
-                f"{len(seeds)}, alpha {alpha:.3g}, power 0.8: {mde:.4f} "
+                f"{len(seeds)}, alpha {alpha:.3g}, power 0.8, by the rule itself: {mde_txt} "
                 f"{'<=' if mde <= margin else '>'} m = {margin:g} -> "
                 + ("sensitive" if ok else "NOT sensitive at the margin's scale"))
 
