@@ -327,6 +327,8 @@ def _execute_all(args, write_reports: bool, unlocked: list | None = None):
             else:
                 keep.append((claim, ctx))
         contexts = keep
+    # every plan checked before the first claim ran, and before --out is created
+    plans = {claim.id: _plan(args, claim) for claim, ctx in contexts if ctx is not None}
     if write_reports:
         safeio.check_output_folder(args.out)  # never replace a file audit did not write
         report.check_writable(args.out)
@@ -335,7 +337,6 @@ def _execute_all(args, write_reports: bool, unlocked: list | None = None):
 
     backend = choose_backend(args.backend, device=args.device, ray_address=args.ray_address,
                              workers=getattr(args, "workers", None))
-    plans = {claim.id: _plan(args, claim) for claim, ctx in contexts if ctx is not None}
     eta = _Eta(args, contexts, plans, cache)
     results = []
     for claim, ctx in contexts:
@@ -357,8 +358,8 @@ def _execute_all(args, write_reports: bool, unlocked: list | None = None):
         else:
             res = execute(claim, ctx, cache=cache, progress=not args.quiet, backend=backend)
         if write_reports:
-            safeio.mark_output_folder(args.out)
             report.write(res, args.out)
+            safeio.mark_output_folder(args.out)  # written there: an audit output folder
         results.append(res)
         lock = res.locked
         print(f"{claim.id}: {res.verdict.verdict.value} (locked: "
@@ -522,12 +523,12 @@ def cmd_report(args) -> int:
               if (data := report.load(args.out, cid)) is not None]  # all read, then written
     safeio.check_output_folder(args.out)  # never replace a file audit did not write
     report.check_writable(args.out)
-    safeio.mark_output_folder(args.out)
     n = 0
     for data, source in loaded:
         report.write_data(data, args.out, source=source)
         n += 1
     report.write_index(args.out, reg)
+    safeio.mark_output_folder(args.out)  # all written: an audit output folder
     print(f"re-rendered {n} report(s) and {args.out / 'README.md'}")
     return 0
 

@@ -183,6 +183,7 @@ def _record(arxiv: str = "2412.07062") -> dict:
 def test_review_markdown_with_a_bad_record_keeps_coverage_md(tmp_path, capsys):
     out = tmp_path / "reports"
     out.mkdir()
+    (out / ".audit-output").write_text("")  # an audit output folder (issue 28, item 1)
     (out / "coverage.md").write_text("the old coverage of four records")
     good = tmp_path / "good.json"
     good.write_text(json.dumps(_record()))
@@ -319,6 +320,7 @@ def test_verify_without_a_lock_at_the_scale_fails_and_does_not_run(toy, tmp_path
 def test_a_corrupt_sibling_report_is_left_out_of_the_index(toy, tmp_path, capsys, content):
     out = tmp_path / "out"
     out.mkdir()
+    (out / ".audit-output").write_text("")  # an audit output folder (issue 28, item 1)
     (out / "flayer-masked-zero.json").write_text(content)
     assert main(["run", "toy-claim", "--out", str(out), "--quiet"]) == 0
     err = capsys.readouterr().err.strip().splitlines()
@@ -394,8 +396,9 @@ def bad_set(draw):
     kind = draw(st.sampled_from(["toy-value", "toy-unknown", "rounds"]))
     values = st.sampled_from(["abc", "-5", "0", "-0.5", "[1]", "{}", "true", "null", "NaN",
                               "Infinity", '"1"', "1e999"])
-    if kind == "toy-value":
-        cid, key, value = "toy-claim", draw(st.sampled_from(["effect", "noise"])), draw(values)
+    if kind == "toy-value":  # 0 is a valid effect or noise (an ablation), so not drawn
+        cid, key = "toy-claim", draw(st.sampled_from(["effect", "noise"]))
+        value = draw(values.filter(lambda v: v != "0"))
     elif kind == "toy-unknown":
         cid, value = "toy-claim", draw(values)
         key = draw(NAME.filter(lambda k: k not in toyclaim.CLAIM.scales["smoke"]))
