@@ -20,10 +20,16 @@ class, so that the audit's arms differ in one visible piece each (optax style):
     fedbn-weight-decay    FedBNProbe() with local SGD weight decay
     fedbn-freeze-middle   FedBNProbe(freeze_after=f): middle layers get no update after
                           round f (the paper's Table 1 freeze test)
+    lips-outer-layers     FedBNProbe(post=prune(update_sensitivity, OUTER layers, printed)):
+                          the first and the last weight layer instead of the middle ones
 
 ``FedBNProbe`` also records, every round, the cosine similarity of each middle layer of
 the global model to its weights at the end of round 2 (the paper's inertia measure,
-Sec. 3) and the fraction of exact zeros in the middle layers.
+Sec. 3) and the fraction of exact zeros in the middle layers; with ``curve_every=e``,
+also every e rounds the clients' personalised accuracy on their own training and test
+splits (each averaged over clients as the engine averages the test accuracy), so that
+train minus test accuracy measures overfitting per round and the test curve gives the
+best round.
 
 Deliberate deviations from the printed method are commented where they happen.
 """
@@ -133,7 +139,8 @@ class prune:
 
     score: Score
     schedule: Schedule
-    layers: str = "middle"  # "middle" (LIPS) or "all" (every conv / linear weight)
+    layers: str = "middle"  # "middle" (LIPS), "all" (every conv / linear weight) or
+    # "outer" (the first and the last conv / linear weight: the outer-layer ablation)
     needs_grad: bool = False
 
     def __call__(self, state: dict, prev: State, keys: Sequence[str], t: int,
@@ -190,23 +197,36 @@ class FedBNProbe(FedBN):
             learning rate 0; the paper's Table 1 freeze test).
         reference_round: the round whose global middle weights the cosine refers to
             (the paper uses round 2).
+        curve_every: when set, every ``curve_every`` rounds and at the last, record
+            ``curve_train_acc`` and ``curve_test_acc``: each client's personalised model
+            (the global weights with its own norm layers, as the engine evaluates it) on
+            its own training split and on its own test split, each the mean over
+            clients. Every client that has trained so far counts (all of them every
+            round under full participation, as in the LIPS audit). Cheaper than the
+            engine's evaluation (one forward per client, no validation or global test).
     """
 
     name = "fedbn-probe"
 
     def __init__(self, post=None, freeze_after: Optional[int] = None,
-                 reference_round: int = 2):
+                 reference_round: int = 2, curve_every: Optional[int] = None):
         super().__init__()
         self.post = post
         self.freeze_after = freeze_after
         self.reference_round = reference_round
+        if curve_every is not None and int(curve_every) < 1:
+            raise ValueError(f"curve_every must be >= 1, got {curve_every}")
+        self.curve_every = None if curve_every is None else int(curve_every)
 
     def setup(self, model, fed, config):
         super().setup(model, fed, config)
         self.model, self.fed, self.config = model, fed, config
         self.middle = middle_layers(model)
         self.middle_keys = _layer_weight_keys(model, self.middle)
-        self.all_keys = _layer_weight_keys(model, weight_layers(model))
+        wl = weight_layers(model)
+        self.all_keys = _layer_weight_keys(model, wl)
+        self.outer_keys = _layer_weight_keys(model, [wl[0], wl[-1]] if wl else [])
+        self._client_states: dict = {}
         self.freeze_keys = [k for k, _ in model.named_parameters()
                             if k.rsplit(".", 1)[0] in set(self.middle)]
         self.reference: Optional[dict] = None
@@ -219,6 +239,68 @@ class FedBNProbe(FedBN):
         if self.freeze_after is None or round <= self.freeze_after:
             return None
         return {k: 0.0 for k in self.freeze_keys}
+
+    # -- the clients' norm layers, kept for the accuracy-curve probe ---------------------
+    def update_client_state(self, client_state, start, after, client_id, round):
+        out = super().update_client_state(client_state, start, after, client_id, round)
+        if self.curve_every is not None:
+            self._client_states[client_id] = out
+        return out
+
+    def _curve_accuracies(self, global_state, round) -> tuple[float, float]:
+        """(train, test) personalised accuracy, each the mean over clients (``nanmean``,
+        as the engine averages its personalised test accuracy). Eval mode: norm layers
+        use their running statistics, so an image's output does not depend on the other
+        images in its batch; the clients' training and test images go through together,
+        all clients in one ``vmap`` call when their splits have equal sizes (the test
+        half equals the engine's evaluation; tested against the per-client loop)."""
+        ids = sorted(self._client_states)
+        if not ids:
+            return float("nan"), float("nan")
+        clients = [self.fed.clients[k] for k in ids]
+        states = [self.personal_state(global_state, self._client_states[k], k, round)
+                  for k in ids]
+        was = self.model.training
+        self.model.eval()
+        with torch.no_grad():
+            sizes = {(len(c.y_train), len(c.y_test)) for c in clients}
+            if len(sizes) == 1 and len(clients) > 1:
+                ok = self._correct_batched(states, clients)
+            else:
+                ok = [self._correct_one(st, c) for st, c in zip(states, clients)]
+        self.model.train(was)
+        tr, te = [], []
+        for o, c in zip(ok, clients):
+            n = len(c.y_train)
+            tr.append(float(o[:n].mean()) if n else float("nan"))
+            te.append(float(o[n:].mean()) if len(c.y_test) else float("nan"))
+        return float(np.nanmean(tr)), float(np.nanmean(te))
+
+    def _correct_one(self, state, c) -> torch.Tensor:
+        x, y = torch.cat([c.x_train, c.x_test]), torch.cat([c.y_train, c.y_test])
+        return (functional_call(self.model, dict(state), (x,)).argmax(-1) == y).double()
+
+    def _correct_batched(self, states, clients, chunk: int = 64) -> list:
+        from torch.func import vmap
+
+        shared = {k: v for k, v in states[0].items() if not self.is_norm(k)}
+        own = [k for k in states[0] if self.is_norm(k)]
+
+        def logits(norm, x):
+            return functional_call(self.model, {**shared, **norm}, (x,))
+
+        out = []
+        for i in range(0, len(states), chunk):
+            sl = slice(i, i + chunk)
+            norm = {k: torch.stack([st[k] for st in states[sl]]) for k in own}
+            x = torch.stack([torch.cat([c.x_train, c.x_test]) for c in clients[sl]])
+            y = torch.stack([torch.cat([c.y_train, c.y_test]) for c in clients[sl]])
+            ok = (vmap(logits)(norm, x).argmax(-1) == y).double()
+            out += list(ok)
+        return out
+
+    def _curve_round(self, round) -> bool:
+        return round % self.curve_every == 0 or round == self.config.rounds
 
     # -- the released score needs each client's last-minibatch gradient -------------------
     def upload(self, before, after, client_id, round, n_samples):
@@ -252,7 +334,9 @@ class FedBNProbe(FedBN):
             return self.middle_keys
         if layers == "all":
             return self.all_keys
-        raise ValueError(f"layers must be 'middle' or 'all', not {layers!r}")
+        if layers == "outer":
+            return self.outer_keys
+        raise ValueError(f"layers must be 'middle', 'all' or 'outer', not {layers!r}")
 
     # -- server side ----------------------------------------------------------------------
     def aggregate(self, prev, uploads, round):
@@ -301,4 +385,7 @@ class FedBNProbe(FedBN):
             for k, c in zip(self.middle_keys, cos):
                 m[f"cos:{k.rsplit('.', 1)[0]}"] = c
             m["middle_cos"] = float(np.mean(cos))
+        if self.curve_every is not None and self._curve_round(round):
+            m["curve_train_acc"], m["curve_test_acc"] = self._curve_accuracies(global_state,
+                                                                               round)
         return m

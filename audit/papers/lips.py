@@ -27,7 +27,7 @@ ITEMS = {
         proposed="lips-dropout-control"),
     "referee_report.major_comments[3]": Note(
         "Inertia is blamed on overfitting, yet no overfitting measurement is shown.",
-        reason="checkable (a train/test gap per round), but no claim measures it"),
+        proposed="lips-dropout-control"),
     "referee_report.major_comments[4]": Note(
         "No ablation of middle-only against all-layer or outer-layer pruning.",
         proposed="lips-dropout-control"),
