@@ -60,21 +60,22 @@ def _init_worker() -> None:
 
 
 def _die_with_parent() -> None:
-    """On Linux, a worker gets SIGTERM when its parent dies (the main process, or the fork
-    server, which exits with it): a main process killed, not only stopped with Ctrl-C
-    (which reaches the whole process group), leaves no worker finishing its unit for
-    nobody."""
-    import ctypes
-    import signal
-    import sys
+    """A worker ends at once when the main process dies (killed, not only stopped with
+    Ctrl-C, which reaches the whole process group), instead of finishing its unit for
+    nobody: a daemon thread waits on the parent's sentinel (a pipe the main process holds
+    open while it lives; a fork server, the worker's real parent, lives on as long as a
+    worker does)."""
+    import threading
 
-    if not sys.platform.startswith("linux"):
+    parent = multiprocessing.parent_process()
+    if parent is None:
         return
-    try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(1, int(signal.SIGTERM), 0, 0, 0)  # PR_SET_PDEATHSIG
-    except (OSError, AttributeError):  # no prctl: the worker ends after its unit
-        pass
+
+    def watch() -> None:
+        parent.join()  # returns when the main process's end of the pipe closes
+        os._exit(1)
+
+    threading.Thread(target=watch, name="audit-pool-parent-watch", daemon=True).start()
 
 
 _LOADED: dict[bytes, Any] = {}  # per worker: the last payload's (run, ctx), unpickled once
