@@ -109,26 +109,54 @@ def test_cosine_figure_has_every_arm(result):
         assert np.all(np.asarray(s["low"]) <= np.asarray(s["y"]) + 1e-12)
 
 
-def test_verdict_follows_from_the_two_combined_parts_only(result):
+def test_verdict_is_the_questions_word_and_measurements_never_move_it(result):
     from audit.verdict import Part
-    from audit.experiments.lips_dropout_control import CLAIM, COMBINED_PARTS
+    from audit.experiments.lips_dropout_control import CLAIM
 
     parts = result.verdict.parts
     assert {p.id for p in parts} == {"regularisation-controls", "layer-targeting",
-                                     "random-mask", "selection-optimism", "middle-cosine"}
-    for o in Outcome:  # whatever the beside parts say, the verdict stays the same
-        swapped = [p if p.id in COMBINED_PARTS else Part(p.id, o, p.rule, p.reason)
+                                     "random-mask", "selection-optimism", "middle-cosine",
+                                     "controls-match-both", "overfitting",
+                                     "overfitting-reduced", "best-round"}
+    for o in Outcome:  # whatever the measurement parts say, the verdict stays the same
+        if o == Outcome.SPLIT:
+            continue
+        swapped = [p if p.kind != "measurement" else Part(p.id, o, p.rule, p.reason)
                    for p in parts]
         assert CLAIM.combination(swapped) == result.verdict.verdict
 
 
-def test_answers_name_decided_parts(result):
+def test_questions_name_decided_parts(result):
     from audit.experiments.lips_dropout_control import CLAIM
 
     ids = {p.id for p in result.verdict.parts}
-    assert set(CLAIM.answers.values()) <= ids
-    assert CLAIM.answers["referee_report.major_comments[0]"] == "random-mask"
-    assert CLAIM.answers["referee_report.major_comments[2]"] == "selection-optimism"
+    by_id = {q.id: q for q in CLAIM.questions}
+    assert all(set(q.parts) <= ids for q in CLAIM.questions)
+    assert by_id["random-mask"].fields == ("referee_report.major_comments[0]",)
+    assert "referee_report.major_comments[2]" in by_id["best-round"].fields
+    assert by_id["overfitting"].fields == ("referee_report.major_comments[3]",)
+
+
+def test_new_parts_declare_kind_and_follow_the_premise(result):
+    kinds = {p.id: p.kind for p in result.verdict.parts}
+    assert kinds["overfitting"] == kinds["best-round"] == "measurement"
+    assert kinds["overfitting-reduced"] == kinds["controls-match-both"] == "experiment"
+    if not _premise_reproduced(result):
+        for pid in ("overfitting-reduced", "controls-match-both"):
+            assert result.verdict.part(pid).verdict == Outcome.INCONCLUSIVE
+
+
+def test_best_round_is_never_below_the_last(result):
+    for arm in ("fedbn", "lips", "fedbn-dropout-middle", "fedbn-short"):
+        assert result.verdict.estimate(f"best_minus_last_{arm}").value >= -1e-9
+
+
+def test_overfitting_gap_is_reported_for_every_arm(result):
+    fig = {f.name: f for f in result.analysis.figures}["overfitting_gap"]
+    assert len(fig.series) == 10
+    for arm in ("fedbn", "lips", "fedbn-weight-decay"):
+        e = result.verdict.estimate(f"gap_{arm}")
+        assert -100.0 <= e.value <= 100.0
 
 
 def test_random_mask_part_follows_its_interval(result):
