@@ -858,7 +858,9 @@ def analyse(results, ctx: RunContext) -> Analysis:
     )
     return Analysis(estimates=tuple(est), parts=parts, tables=tuple(tables),
                     figures=tuple(figs), notes=tuple(notes), premise=premise,
-                    findings=findings, settings=settings)
+                    findings=findings, settings=settings,
+                    caveats={"gamma-sweep": "gamma only: the clustering's SVD dimension, "
+                                            "which the same record item names, is not swept"})
 
 
 #: How the settings were chosen (audit.tuning: tuning seeds only, never a verdict's).
