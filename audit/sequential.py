@@ -37,7 +37,10 @@ from dataclasses import dataclass
 from scipy.stats import norm
 
 SPENDING = ("pocock", "obrien-fleming")
-FIRST_LOOK = 5
+# the first look: the three-way rule cannot decide below 6 pairs, nor with fewer than 7
+# differing pairs at a look's share of alpha, so a look at 5 would spend its share for
+# nothing; the default plan looks at 10 and 20 seeds
+FIRST_LOOK = 10
 DEFAULT_CAP = 20
 
 
@@ -100,7 +103,7 @@ class Plan:
 
 
 def plan(cap: int = DEFAULT_CAP, first: int = FIRST_LOOK, spending: str = "pocock") -> Plan:
-    """Looks at ``first``, doubling, up to ``cap`` (always included): 5, 10, 20 for 20."""
+    """Looks at ``first``, doubling, up to ``cap`` (always included): 10, 20 for 20."""
     if cap < 2:
         raise ValueError(f"the cap must be at least 2 seeds; got {cap}")
     looks, n = [], min(first, cap)

@@ -2,8 +2,14 @@
 from __future__ import annotations
 
 import json
+import os
 
 import pytest
+
+# The library's tests run units one at a time in the test process (the reference
+# backend): a process pool's fork server costs seconds per pytest worker and the tests
+# of the pool itself choose it explicitly (tests/test_pool.py).
+os.environ.setdefault("AUDIT_BACKEND", "local")
 
 import toyclaim
 from audit import claims as claims_mod

@@ -129,10 +129,11 @@ def test_no_verdict_depends_on_a_generator():
 
 def test_plan_looks_and_shares():
     p = plan(20)
-    assert p.looks == (5, 10, 20)
+    assert p.looks == (10, 20)
     assert sum(p.fractions()) == pytest.approx(1.0)
     assert all(f > 0 for f in p.fractions())
-    assert plan(8).looks == (5, 8) and plan(3).looks == (3,)
+    assert plan(8).looks == (8,) and plan(3).looks == (3,)
+    assert plan(40).looks == (10, 20, 40) and plan(20, first=5).looks == (5, 10, 20)
     obf = plan(20, spending="obrien-fleming").fractions()
     assert obf[0] < p.fractions()[0]  # O'Brien-Fleming keeps alpha for the last look
     with pytest.raises(ValueError, match="increasing seed counts"):
