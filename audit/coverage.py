@@ -377,7 +377,8 @@ def render_text(coverages: list[RecordCoverage]) -> str:
 
 
 def _md_cell(text: str) -> str:
-    return text.replace("|", "\\|").replace("\n", " ")
+    """A table cell from text that may come from a review record: inert markdown."""
+    return safeio.md_text(text)
 
 
 def render_markdown(coverages: list[RecordCoverage], out: Path | None = None) -> str:
@@ -431,14 +432,16 @@ def run_review(paths: list[Path], as_json: bool, markdown: bool, out: Path) -> i
     if markdown:
         report.check_writable(out)
     for cov in bad:  # one line per record, its problems together
-        print(f"audit review: {cov.source}: {'; '.join(cov.problems)}", file=sys.stderr)
+        print(safeio.term_text(f"audit review: {cov.source}: {'; '.join(cov.problems)}"),
+              file=sys.stderr)
     for cov in coverages:
         for d in cov.dangling:
-            print(f"audit review: warning: {cov.source}: {d}", file=sys.stderr)
+            print(safeio.term_text(f"audit review: warning: {cov.source}: {d}"),
+              file=sys.stderr)
     if as_json:
         print(json.dumps([c.to_dict() for c in coverages], indent=2))
     else:
-        print(render_text(coverages), end="")
+        print(safeio.term_text(render_text(coverages)).replace("\\n", "\n"), end="")
     if markdown:
         path = out / "coverage.md"
         safeio.atomic_write(safeio.inside(out, path), render_markdown(coverages, out))

@@ -21,6 +21,7 @@ from typing import Any, Iterable, Mapping
 from audit import safeio
 from audit.claims import AuditError, Claim, PendingClaim
 from audit.runner import ClaimResult, regenerate_command, with_overrides
+from audit.seeds import is_tuning
 
 SCHEMA_VERSION = 1
 REQUIRED_KEYS = ("id", "paper", "verdict", "rule", "scale", "seeds", "arms", "estimates",
@@ -83,9 +84,12 @@ def to_json(result: ClaimResult) -> dict:
 
 
 def _tuning_run(seeds) -> bool:
-    from audit.tuning import TUNING_SEED_START
-
-    return bool(seeds) and all(int(s) >= TUNING_SEED_START for s in seeds)
+    """Whether a report's seeds are a tuning run's (:func:`audit.seeds.is_tuning`; a
+    stored list that mixes the two ranges is no tuning run here, as before)."""
+    try:
+        return is_tuning([int(s) for s in seeds or ()])
+    except AuditError:
+        return False
 
 
 def settings_line(settings) -> str | None:
@@ -270,9 +274,23 @@ def _stability_line(stab: Mapping) -> str:
     return f"Stability ({label}): " + "; ".join(bits) + "."
 
 
+def _inert(obj: Any) -> Any:
+    """Every string of report data as inert markdown (``safeio.md_text``: no raw HTML, no
+    heading or list started by a field, no control characters), pipes left to the table
+    writer; numbers and structure unchanged. Report JSON comes from elsewhere."""
+    if isinstance(obj, str):
+        return safeio.md_text(obj).replace("\\|", "|")
+    if isinstance(obj, Mapping):
+        return {k: _inert(v) for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [_inert(v) for v in obj]
+    return obj
+
+
 def render_markdown(data: Mapping, figure_dir: str | None = None) -> str:
-    """The markdown report, from the JSON data alone."""
+    """The markdown report, from the JSON data alone (every string made inert first)."""
     validate(data)
+    data = _inert(data)
     paper = data["paper"]
     env = data["environment"]
     lines = [f"# {data['id']}: {data.get('title', '')}", ""]
@@ -676,8 +694,9 @@ def scale_reports(out_dir: Path, cid: str) -> dict[str, Mapping]:
         try:
             data = load(folder, cid)
         except AuditError as exc:
-            print(f"audit: warning: {' '.join(str(exc).split())}; left out of the "
-                  "question table", file=sys.stderr)
+            if folder != out_dir:  # the index row of out_dir's own report warns already
+                print(f"audit: warning: {safeio.term_text(' '.join(str(exc).split()))}; "
+                      "left out of the question table", file=sys.stderr)
             continue
         if data is not None and str(data.get("scale")) not in out:
             out[str(data["scale"])] = data
@@ -702,7 +721,7 @@ def question_rows(out_dir: Path, claims: Mapping) -> tuple[list[str], list[list]
         for q in merged:
             cells = []
             for s in scales:
-                v = q["by_scale"].get(s)
+                v = _inert(q["by_scale"].get(s))
                 if v is None:
                     cells.append("—")
                 elif s == "full" and s != next(iter(reports)) and out_dir.joinpath(
@@ -711,8 +730,10 @@ def question_rows(out_dir: Path, claims: Mapping) -> tuple[list[str], list[list]
                 else:
                     cells.append(v)
             both = len(q["by_scale"]) > 1
-            rows.append([f"`{cid}`", f"`{q['id']}`: {q['asks']}", q["kind"], *cells,
-                         (f"**{q['combined']}**" if both else "—"), q["why"] or "—"])
+            rows.append([f"`{cid}`", f"`{_inert(q['id'])}`: {_inert(q['asks'])}",
+                         _inert(q["kind"]), *cells,
+                         (f"**{_inert(q['combined'])}**" if both else "—"),
+                         _inert(q["why"]) or "—"])
     header = ["claim", "question (our words)", "kind", *scales, "across scales",
               "why they differ / caveats"]
     return header, rows
@@ -751,7 +772,8 @@ def _write_index(out_dir: Path, claims: Mapping[str, Claim | PendingClaim]) -> P
         try:
             data = load(out_dir, cid)
             if data is not None:
-                row = [f"[`{cid}`]({cid}.md)", claim.paper.cite(), claim.title,
+                data = _inert(data)
+                row = [f"[`{cid}`]({cid}.md)", _inert(claim.paper.cite()), _inert(claim.title),
                        _premise_cell(data),
                        f"**{data['verdict']}**" + (" (fragile)" if data.get("fragile")
                                                    else "")
@@ -767,14 +789,17 @@ def _write_index(out_dir: Path, claims: Mapping[str, Claim | PendingClaim]) -> P
             msg = str(exc) if isinstance(exc, AuditError) else (
                 f"report {out_dir / (cid + '.json')} is malformed "
                 f"({type(exc).__name__}: {exc})")
-            print(f"audit: warning: {' '.join(msg.split())}; left out of the index",
+            print(f"audit: warning: {safeio.term_text(' '.join(msg.split()))}; left out of "
+                  "the index",
                   file=sys.stderr)
-            rows.append([f"`{cid}`", claim.paper.cite(), claim.title, "—", "—", "—", "—",
+            rows.append([f"`{cid}`", _inert(claim.paper.cite()), _inert(claim.title), "—", "—",
+                         "—", "—",
                          lock_txt, "—", "report unreadable"])
             continue
         if data is None:
             status = "pending (falsifier not built)" if claim.status == "pending" else "not run"
-            rows.append([f"`{cid}`", claim.paper.cite(), claim.title, "—", "—", "—", "—",
+            rows.append([f"`{cid}`", _inert(claim.paper.cite()), _inert(claim.title), "—", "—",
+                         "—", "—",
                          lock_txt, "—", status])
         else:
             rows.append(row)

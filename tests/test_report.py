@@ -15,17 +15,20 @@ def data(toy, tmp_path):
     return report.to_json(res)
 
 
-def test_markdown_opens_with_premise_verdict_and_stability(data):
+def test_markdown_opens_with_questions_then_premise_and_stability(data):
     md = report.render_markdown(data).splitlines()
     assert md[0] == "# toy-claim: toy"
-    assert md[2].startswith("**Premise** (the paper's own effect, measured first): better "
-                            "scores above base")
-    assert md[2].rstrip().endswith("toy premise: the mean gain is positive")
-    assert "**reproduced**" in md[2]
-    assert md[4].startswith("**Verdict on the reviewer's claim: CONFIRMED** (locked: CONFIRMED)")
-    assert md[6].startswith("Stability (stable): leave-one-seed-out: 5 of 5 subsets give the "
-                            "same verdict; moving one seed's metric by")
-    assert md[8].startswith("Paper: FLAYER, arXiv 2412.07062v3")
+    assert md[2] == "## The reviewer's questions, one verdict each"
+    word = data["verdict"]
+    assert md[4].startswith(f"**{word}** (locked: ")
+    assert "`claim` " + word in md[4]
+    assert md[6].startswith("| question (our words) | kind | verdict | scale |")
+    premise = next(i for i, ln in enumerate(md) if ln.startswith("**Premise**"))
+    assert md[premise].startswith("**Premise** (the paper's own effect, measured first): "
+                                  "better scores above base")
+    assert "toy premise: the mean gain is positive" in md[premise]
+    assert md[premise + 2].startswith("Stability (")
+    assert md[premise + 4].startswith("Paper: FLAYER, arXiv 2412.07062v3")
 
 
 def test_json_carries_premise_stability_and_part_fields(data):
