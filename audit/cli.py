@@ -181,6 +181,12 @@ def _parser() -> argparse.ArgumentParser:
     rp = sub.add_parser("report", help="re-render reports and the index from their JSON")
     rp.add_argument("--out", type=Path, default=DEFAULT_OUT)
 
+    lk = sub.add_parser("lock", help="record each report's verdicts (claim, questions, "
+                        "parts, seeds, plan) as its lock at the report's scale")
+    lk.add_argument("ids", nargs="*", metavar="ID")
+    lk.add_argument("--out", type=Path, default=DEFAULT_OUT,
+                    help="the folder of the reports to lock (default: reports)")
+
     bn = sub.add_parser("bench", help="time the engine on the reference FedAvg workload")
     bn.add_argument("--device", default="cpu")
     bn.add_argument("--repeats", type=_positive_int, default=3,
@@ -533,6 +539,43 @@ def cmd_report(args) -> int:
     return 0
 
 
+def cmd_lock(args) -> int:
+    """Record the locks from reports already written (no rerun): the verdict, every
+    question's and part's verdict, the seeds the run stopped at and its plan."""
+    from audit import report
+    from audit.verdict import Outcome, Part
+
+    if not args.out.is_dir():
+        raise AuditError(f"report directory {str(args.out)!r} does not exist")
+    reg = claims_mod.registry()
+    _check_locks(reg.values())
+    ids = list(args.ids) or [c for c in reg if isinstance(reg[c], claims_mod.Claim)]
+    unknown = [c for c in ids if c not in reg]
+    if unknown:
+        raise AuditError(f"unknown claim id {unknown[0]!r}; known ids: {', '.join(reg)}")
+    todo = []
+    for cid in ids:
+        data = report.load(args.out, cid)  # validated: a malformed report is one line
+        if data is None:
+            raise AuditError(f"no report of {cid!r} in {str(args.out)!r} to lock")
+        if data.get("tuning_run"):
+            raise AuditError(f"{cid}: the report in {str(args.out)!r} is a tuning run; no "
+                             "lock is written from one")
+        todo.append((reg[cid], data))
+    for claim, data in todo:  # every report read and checked before any lock is written
+        parts = [Part.from_dict(p) for p in data["parts"]]
+        plan = data.get("plan")
+        claims_mod.write_lock(claim.id, str(data["scale"]), Outcome(data["verdict"]), parts,
+                              [int(x) for x in data["seeds"]], path=claim.locks_path(),
+                              plan=({"looks": plan["looks"], "spending": plan["spending"]}
+                                    if isinstance(plan, dict) else None),
+                              questions={q["id"]: q["verdict"]
+                                         for q in data.get("questions") or []})
+        print(f"locked {claim.id} at {data['scale']}: {data['verdict']} "
+              f"({len(data['seeds'])} seeds)")
+    return 0
+
+
 def _bench_threads(text: str) -> str:
     from audit.fl.bench import thread_counts
 
@@ -671,6 +714,7 @@ def _one_line_warnings(show):
 
 
 COMMANDS = {"list": cmd_list, "run": cmd_run, "verify": cmd_verify, "report": cmd_report,
+            "lock": cmd_lock,
             "bench": cmd_bench, "estimate": cmd_estimate, "review": cmd_review,
             "new": cmd_new, "tune": cmd_tune}
 

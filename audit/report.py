@@ -83,6 +83,18 @@ def to_json(result: ClaimResult) -> dict:
     }
 
 
+def strict_json(obj: Any) -> Any:
+    """``obj`` with every non-finite float as null: reports are strict JSON (no bare NaN
+    or Infinity, which other JSON readers refuse)."""
+    if isinstance(obj, float):
+        return obj if math.isfinite(obj) else None
+    if isinstance(obj, Mapping):
+        return {k: strict_json(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [strict_json(v) for v in obj]
+    return obj
+
+
 def _tuning_run(seeds) -> bool:
     """Whether a report's seeds are a tuning run's (:func:`audit.seeds.is_tuning`; a
     stored list that mixes the two ranges is no tuning run here, as before)."""
@@ -527,7 +539,11 @@ def draw_figures(data: Mapping, out_dir: Path) -> list[tuple[Path, bytes]]:
         fig, ax = plt.subplots(figsize=(6.4, 4.0), dpi=100)
         kind = f.get("kind", "line")
         for s in f["series"]:
+            # strict JSON carries a missing point as null: plot it as a gap
+            s = {k: ([math.nan if v is None else v for v in val] if isinstance(val, list)
+                     else val) for k, val in s.items()}
             if kind == "hist":
+                s["y"] = [v for v in s["y"] if math.isfinite(v)]
                 ax.hist(s["y"], bins=s.get("bins", 30), alpha=0.6, label=s["label"])
             elif kind == "bar":
                 ax.bar(s["x"], s["y"], label=s["label"], alpha=0.8)
@@ -601,7 +617,8 @@ def write_data(data: Mapping, out_dir: Path, source: str | None = None) -> None:
     json_path = safeio.inside(out_dir, out_dir / f"{cid}.json")
     md_path = safeio.inside(out_dir, out_dir / f"{cid}.md")
     try:
-        text = json.dumps(data, indent=2) + "\n"
+        data = strict_json(data)
+        text = json.dumps(data, indent=2, allow_nan=False) + "\n"
         md = render_markdown(data)
         figures = draw_figures(data, out_dir)
     except AuditError:
