@@ -14,7 +14,7 @@ def _ctx(toy, **kw):
 
 
 def test_seeds_default_count_and_list(toy):
-    assert resolve_seeds(toy.CLAIM, None) == (0, 1, 2, 3, 4)
+    assert resolve_seeds(toy.CLAIM, None) == tuple(range(8))  # the toy's default_seeds
     assert resolve_seeds(toy.CLAIM, 3) == (0, 1, 2)
     assert resolve_seeds(toy.CLAIM, [7, 9]) == (7, 9)
 
@@ -44,13 +44,14 @@ def test_bad_context_inputs(toy, tmp_path):
 def test_same_seed_same_numbers_and_cache_hits(toy, tmp_path):
     cache = Cache(tmp_path / "c")
     first = execute(toy.CLAIM, _ctx(toy), cache=cache, progress=False)
-    assert first.computed == 10 and first.cached == 0
+    units = 2 * 8  # two arms x the toy's eight default seeds
+    assert first.computed == units and first.cached == 0
     second = execute(toy.CLAIM, _ctx(toy), cache=cache, progress=False)
-    assert second.computed == 0 and second.cached == 10
+    assert second.computed == 0 and second.cached == units
     assert second.verdict == first.verdict
     fresh = execute(toy.CLAIM, _ctx(toy), cache=Cache(tmp_path / "c", enabled=False),
                     progress=False)
-    assert fresh.computed == 10
+    assert fresh.computed == units
     assert fresh.verdict.estimates == first.verdict.estimates
 
 
@@ -69,7 +70,7 @@ def test_interrupted_sweep_resumes_without_redoing_finished_runs(toy, tmp_path):
         execute(toy.CLAIM, ctx, cache=cache, progress=False, runner=dies_after_four)
     toy.CALLS.clear()
     resumed = execute(toy.CLAIM, ctx, cache=cache, progress=False)
-    assert resumed.cached == 4 and resumed.computed == 6
+    assert resumed.cached == 4 and resumed.computed == 2 * 8 - 4
     assert not set(done) & set(toy.CALLS)  # the finished four were not recomputed
 
 
