@@ -172,3 +172,33 @@ def test_index_has_a_row_per_question():
     for cid, data in _committed(REPORTS):
         for q in data["questions"]:
             assert f"| `{cid}` | `{q['id']}`:" in text, (cid, q["id"])
+
+
+def test_audit_lock_records_a_reports_verdicts_without_rerunning(toy, tmp_path, capsys):
+    from audit.cli import main
+    from audit.runner import Cache, execute, make_context
+
+    claim = claims.get("toy-claim")
+    res = execute(claim, make_context(claim, "smoke"), cache=Cache(tmp_path / "c"),
+                  progress=False)
+    out = tmp_path / "out"
+    report.write(res, out)
+    calls = len(toy.CALLS)
+    assert main(["lock", "toy-claim", "--out", str(out)]) == 0
+    assert len(toy.CALLS) == calls  # nothing reran
+    lock = json.loads(claim.locks_path().read_text())["toy-claim"]["smoke"]
+    data = json.loads((out / "toy-claim.json").read_text())
+    assert lock["verdict"] == data["verdict"]
+    assert lock["seeds"] == data["seeds"]
+    assert lock["questions"] == {q["id"]: q["verdict"] for q in data["questions"]}
+    assert lock["parts"] == {p["id"]: p["verdict"] for p in data["parts"]}
+    # an unknown id, a missing report and a tuning run are one line, exit 2
+    assert main(["lock", "no-such-claim", "--out", str(out)]) == 2
+    assert main(["lock", "toy-claim", "--out", str(tmp_path / "empty")]) == 2
+    data["tuning_run"] = True
+    (out / "toy-claim.json").write_text(json.dumps(data))
+    before = claim.locks_path().read_text()
+    assert main(["lock", "toy-claim", "--out", str(out)]) == 2
+    assert claim.locks_path().read_text() == before
+    err = capsys.readouterr().err
+    assert "tuning run" in err and "Traceback" not in err
