@@ -27,29 +27,41 @@ def test_a_large_effect_stops_at_the_first_look(toy, tmp_path):
     assert f"alpha {0.05 * p.fractions()[0]:.4g}" in res.verdict.parts[0].rule
 
 
+def test_the_default_plan_looks_first_at_ten_seeds():
+    from audit.sequential import FIRST_LOOK
+
+    assert FIRST_LOOK == 10
+    assert plan(20).looks == (10, 20)
+    assert plan(10).looks == (10,)  # a cap at the first look is one look
+    assert plan(40).looks == (10, 20, 40)
+
+
 def test_a_first_look_at_five_seeds_cannot_decide(toy, tmp_path):
+    # a plan that still looks at 5 seeds (below audit.stats.MIN_PAIRS): that look spends
+    # its share of alpha and cannot decide however large the effect; the next one does
     ctx = make_context(toy.CLAIM, "smoke")
-    res = execute_sequential(toy.CLAIM, ctx, plan(20), cache=Cache(tmp_path / "c"),
+    res = execute_sequential(toy.CLAIM, ctx, plan(20, first=5), cache=Cache(tmp_path / "c"),
                              progress=False)
     assert [lk["n"] for lk in res.verdict.looks] == [5, 10]
-    assert not res.verdict.looks[0]["decided"]
-    assert "the rule does not decide" in res.verdict.looks[0]["parts"][0]["reason"] \
-        if isinstance(res.verdict.looks[0].get("parts"), list) else True
+    assert not res.verdict.looks[0]["decided"] and not res.verdict.looks[0]["stopped"]
+    assert res.verdict.looks[0]["verdict"] == "INCONCLUSIVE"
+    assert res.verdict.looks[1]["decided"] and res.verdict.looks[1]["stopped"]
     assert res.verdict.verdict.value == "CONFIRMED"
 
 
 def test_an_undecided_claim_runs_to_the_cap_and_reuses_finished_units(toy, tmp_path):
     ctx = make_context(toy.CLAIM, "smoke", overrides={"effect": 0.02, "noise": 0.5})
     cache = Cache(tmp_path / "c")
-    res = execute_sequential(toy.CLAIM, ctx, plan(10), cache=cache, progress=False)
-    assert [lk["n"] for lk in res.verdict.looks] == [5, 10]
+    res = execute_sequential(toy.CLAIM, ctx, plan(20), cache=cache, progress=False)
+    assert [lk["n"] for lk in res.verdict.looks] == [10, 20]
     assert res.verdict.looks[-1]["stopped"] and not res.verdict.looks[0]["decided"]
-    assert len(toy.CALLS) == 20  # 2 arms x 10 seeds, each computed once across looks
+    assert res.verdict.looks[-1]["stop_reason"] == "cap"
+    assert len(toy.CALLS) == 40  # 2 arms x 20 seeds, each computed once across looks
     # look 2 reads look 1's units from the cache, but they were computed by this run
-    assert res.computed == 20 and res.cached == 0
-    again = execute_sequential(toy.CLAIM, ctx, plan(10), cache=cache, progress=False)
-    assert again.computed == 0 and again.cached == 20 and len(toy.CALLS) == 20
-    assert res.ctx.seeds == tuple(range(10))
+    assert res.computed == 40 and res.cached == 0
+    again = execute_sequential(toy.CLAIM, ctx, plan(20), cache=cache, progress=False)
+    assert again.computed == 0 and again.cached == 40 and len(toy.CALLS) == 40
+    assert res.ctx.seeds == tuple(range(20))
 
 
 def test_a_premise_shown_not_reproduced_stops_the_plan(toy, tmp_path):
@@ -78,8 +90,9 @@ def test_an_undecided_premise_does_not_stop_the_plan(toy, tmp_path):
     # the plan going to the cap
     over = {"effect": 0.02, "noise": 0.5, "gated": True}
     ctx = make_context(toy.CLAIM, "smoke", overrides=over)
-    res = execute_sequential(toy.CLAIM, ctx, plan(10), cache=Cache(tmp_path / "c"),
+    res = execute_sequential(toy.CLAIM, ctx, plan(20), cache=Cache(tmp_path / "c"),
                              progress=False)
+    assert [lk["n"] for lk in res.verdict.looks] == [10, 20]
     assert [lk["premise"] for lk in res.verdict.looks] == ["undecided", "undecided"]
     assert [lk["stop_reason"] for lk in res.verdict.looks] == [None, "cap"]
     assert not res.verdict.looks[-1]["decided"]
@@ -110,11 +123,11 @@ def test_stop_reason_needs_every_open_part_gated():
 def test_the_report_and_json_show_every_look(toy, tmp_path):
     out = tmp_path / "r"
     assert main(["run", "toy-claim", "--out", str(out), "--quiet", "--until-decided",
-                 "--max-seeds", "10", "--set", "effect=0.02", "--set", "noise=0.5"]) == 0
+                 "--max-seeds", "20", "--set", "effect=0.02", "--set", "noise=0.5"]) == 0
     data = json.loads((out / "toy-claim.json").read_text())
-    assert [lk["n"] for lk in data["looks"]] == [5, 10]
-    assert data["plan"]["looks"] == [5, 10] and data["plan"]["spending"] == "pocock"
-    assert "--until-decided --max-seeds 10" in data["command"]
+    assert [lk["n"] for lk in data["looks"]] == [10, 20]
+    assert data["plan"]["looks"] == [10, 20] and data["plan"]["spending"] == "pocock"
+    assert "--until-decided --max-seeds 20" in data["command"]
     md = (out / "toy-claim.md").read_text()
     assert "## Sequential looks" in md and "stopped at look 2" in md
 
@@ -134,7 +147,7 @@ def test_stability_reports_leave_one_out_and_flip(toy, tmp_path):
 
 
 def test_a_verdict_one_seed_can_flip_is_labelled_fragile(toy, tmp_path):
-    # an effect just above what 5 seeds can show: some leave-one-out subset disagrees
+    # an effect just above what the default 8 seeds can show: some leave-one-out subset disagrees
     # or one seed's small move flips it
     ctx = make_context(toy.CLAIM, "smoke", overrides={"effect": 0.12, "noise": 0.1})
     res = execute(toy.CLAIM, ctx, cache=Cache(tmp_path / "c"), progress=False)
