@@ -113,10 +113,11 @@ def test_simulate_killed_midway_resumes_to_the_uninterrupted_output(tmp_path, mo
     # state are on disk. The random arm draws from the algorithm's own generator, so
     # its state must travel too; the metered byte log must neither lose nor repeat rounds.
     from audit.experiments.genefl_inverted_cosine import SMOKE_SIM
+    from audit.experiments.genefl_sim import simulate
 
     torch.set_num_threads(1)
     cfg = {**SMOKE_SIM, "rounds": 4, "n_agnostic": 2, "finetune_steps": 4}
-    full = G.simulate(cfg, 0, "random")
+    full = simulate(cfg, 0, "random")
     ck = str(tmp_path / "sim.pt")
     ran = []
     plain = G.GeneFL.round_metrics
@@ -130,13 +131,13 @@ def test_simulate_killed_midway_resumes_to_the_uninterrupted_output(tmp_path, mo
     monkeypatch.setattr(G.GeneFL, "round_metrics", metrics)
     kill = True
     with pytest.raises(_Killed):
-        G.simulate(cfg, 0, "random", checkpoint=ck, checkpoint_every=2)
+        simulate(cfg, 0, "random", checkpoint=ck, checkpoint_every=2)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["sim.pt.cluster0.done",
                                                           "sim.pt.cluster1"]
     assert torch.load(f"{ck}.cluster1", weights_only=True)["round"] == 2
     # Execute: the same call again
     kill, ran[:] = False, []
-    resumed = G.simulate(cfg, 0, "random", checkpoint=ck, checkpoint_every=2)
+    resumed = simulate(cfg, 0, "random", checkpoint=ck, checkpoint_every=2)
     # Assert: only cluster 1's last two rounds were trained again ...
     assert ran == [("cluster1", 3), ("cluster1", 4)]
     # ... the output is identical, byte counts included, and nothing is left on disk

@@ -512,14 +512,3 @@ def planted_accuracy(model: nn.Module, state: Mapping[str, torch.Tensor], x: tor
     pred = pred.copy()
     pred[hit] = (yy[hit] + rng.integers(1, num_classes, size=k)) % num_classes
     return float(np.mean(pred == yy))
-
-
-# ---------------------------------------------------------------------- a whole run
-def __getattr__(name: str):
-    """``simulate`` (one whole GENE-FL run, an experiment driver) lives in
-    :mod:`audit.experiments.genefl_sim`; it stays importable from here."""
-    if name == "simulate":
-        from audit.experiments.genefl_sim import simulate
-
-        return simulate
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
