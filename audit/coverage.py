@@ -163,15 +163,20 @@ def record_items(record: Mapping) -> list[tuple[str, str | None]]:
 
 
 # ------------------------------------------------------------------------- coverage
-def _entry_verdict(data: Mapping, ref: str | None) -> str | None:
+def _entry_verdict(data: Mapping, ref: str | None, claim=None) -> str | None:
     """The verdict of question (or, for a claim without questions, part) ``ref`` in one
-    report's JSON; the claim's single word for ``ref`` None; None when absent."""
+    report's JSON (questions derived from its parts for a report written before
+    questions existed); the claim's single word for ``ref`` None; None when absent."""
+    from audit import questions
+
     if ref is None:
         return str(data["verdict"])
-    for key in ("questions", "parts"):
-        for q in data.get(key) or []:
-            if isinstance(q, Mapping) and q.get("id") == ref:
-                return str(q.get("verdict"))
+    for q in questions.of_report(data, claim):
+        if q.get("id") == ref:
+            return str(q.get("verdict"))
+    for q in data.get("parts") or []:
+        if isinstance(q, Mapping) and q.get("id") == ref:
+            return str(q.get("verdict"))
     return None
 
 
@@ -195,7 +200,7 @@ def _verdict(claim, ref: str | None, out: Path) -> tuple[str, str | None]:
             continue
         if data is None:
             continue
-        v = _entry_verdict(data, ref)
+        v = _entry_verdict(data, ref, claim)
         if v is None:
             if folder == out:
                 return f"{ref!r} not in the report", str(data.get("scale"))

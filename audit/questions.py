@@ -193,6 +193,28 @@ def answers(claim, parts: Sequence[Part | Mapping], analysis: Any = None,
     return [answer(q, by_id, settings, caveats.get(q.id, ""), scale) for q in qs]
 
 
+def of_report(data: Mapping, claim=None) -> list[dict]:
+    """The questions of one report's JSON: its own ``questions``; for a report written
+    before questions existed, those of ``claim``'s declared questions whose parts are all
+    in the report, decided from the report's stored part verdicts and marked
+    ``derived`` (with a caveat saying so). Questions whose parts the report lacks are
+    left out: they were not asked by that run."""
+    own = [q for q in data.get("questions") or [] if isinstance(q, Mapping)]
+    if own or claim is None:
+        return own
+    parts = {p.get("id"): p for p in data.get("parts") or [] if isinstance(p, Mapping)}
+    out = []
+    for q in tuple(getattr(claim, "questions", ()) or ()):
+        if not all(i in parts for i in q.parts):
+            continue
+        a = answer(q, parts, data.get("settings") or (), scale=str(data.get("scale", "")))
+        a["derived"] = True
+        a["caveat"] = ("derived from the part verdicts of a report written before "
+                       "questions existed (under the rules of its own commit)")
+        out.append(a)
+    return out
+
+
 def combination(questions: Sequence[Question], note: str = "") -> Combination:
     """The claim-level combination of a claim with questions: its single word is the
     questions' common verdict, SPLIT when they disagree; the sequential plan waits for

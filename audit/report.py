@@ -448,11 +448,26 @@ def render_markdown(data: Mapping, figure_dir: str | None = None) -> str:
     return "\n".join(lines)
 
 
+def _questions_of(data: Mapping) -> list[Mapping]:
+    """The report's questions (``audit.questions.of_report``: derived from its parts,
+    and marked so, for a report written before questions existed)."""
+    from audit import claims as claims_mod
+    from audit import questions
+
+    claim = None
+    if not data.get("questions"):
+        try:
+            claim = claims_mod.registry().get(str(data.get("id")))
+        except AuditError:
+            claim = None
+    return [_inert(q) for q in questions.of_report(data, claim)]
+
+
 def question_section(data: Mapping, lock_txt: str = "") -> list[str]:
     """The report's opening: the claim's single word (SPLIT when its questions differ)
     and the table of questions, each with its own verdict, kind, scale and record fields;
     sweep settings as rows of their question."""
-    qs = [q for q in data.get("questions") or [] if isinstance(q, Mapping)]
+    qs = _questions_of(data)
     fragile = " — **fragile**" if data.get("fragile") else ""
     word = data["verdict"]
     if not qs:
@@ -460,11 +475,17 @@ def question_section(data: Mapping, lock_txt: str = "") -> list[str]:
                 f"`{data['scale']}` scale{fragile}.", ""]
     voting = [q for q in qs if q.get("kind") != "measurement"]
     ways = "; ".join(f"`{q['id']}` {q['verdict']} ({q.get('kind', '')})" for q in voting)
-    caveats = [f"`{q['id']}`: {q['caveat']}" for q in qs if q.get("caveat")]
+    caveats = [f"`{q['id']}`: {q['caveat']}" for q in qs
+               if q.get("caveat") and not q.get("derived")]
     head = (f"**{word}**{lock_txt} at `{data['scale']}` scale{fragile}: "
             + (f"the questions went different ways ({ways})." if word == "SPLIT" else
                f"every question agrees ({ways})."))
     out = ["## The reviewer's questions, one verdict each", "", head, ""]
+    if any(q.get("derived") for q in qs):
+        out += ["**An older report**: it was written before claims declared their questions; "
+                "the questions below are derived from its stored part verdicts (decided "
+                "under the rules of its own commit), and those whose parts it never ran "
+                "are left out. Its single word above is the one it was written with.", ""]
     if caveats:
         out += ["**Read with care**: " + "; ".join(caveats) + ".", ""]
     rows = []
@@ -733,7 +754,7 @@ def question_rows(out_dir: Path, claims: Mapping) -> tuple[list[str], list[list]
     for cid, reports in per_claim.items():
         if not reports:
             continue
-        merged = questions.across_scales({s: reports[s].get("questions") or []
+        merged = questions.across_scales({s: questions.of_report(reports[s], claims.get(cid))
                                           for s in scales if s in reports})
         for q in merged:
             cells = []
