@@ -166,7 +166,8 @@ def write(claim_id: str, arxiv: str, out_dir: Path | str = ".",
         steps.append("  add to your pyproject.toml (and list the package for setuptools):\n"
                      + "\n".join("    " + s for s in snippet.splitlines()))
     steps += [f"  pip install --no-build-isolation -e {out}   # registers the entry point",
-              f"  audit run {claim_id} --seeds 3                # a verdict at smoke scale",
+              f"  audit run {claim_id}                          # a verdict at smoke scale "
+              f"(8 seeds)",
               f"  pytest {out / 'falsifiers' / f'test_{module}.py'} --audit-update-locks"
               f"   # lock it ({out / pkg / 'locks.json'})",
               f"  audit verify {claim_id}",
@@ -222,8 +223,17 @@ from our runs), the premise, the texts and the scales. Guide: docs/WRITING_A_CLA
 Premise (the paper's own effect, measured first): EXAMPLE: the corrected method learns
 (its final accuracy beats the initial model's). It gates ``gap``.
 
-Parts (``all_of(gap)``): ``gap`` (experiment): corrected - literal final global accuracy,
-paired over seeds, three-way rule at margin MARGIN; CONFIRMED when the reviewer is right.
+Parts: ``gap`` (experiment): corrected - literal final global accuracy, paired over
+seeds, three-way rule at margin MARGIN; CONFIRMED when the reviewer is right.
+
+Questions (``QUESTIONS``, one verdict each; the claim's single word is their common
+verdict, SPLIT when they disagree): ``gap``, decided by the part ``gap``.
+
+Seeds: 8 by default (``default_seeds``): the three-way rule decides nothing below 6
+pairs, and its exact sign test at alpha / 2 needs every one of 6 or 7 pairs (and 7 of 8)
+on one side. Each unit also returns a validation accuracy (``val_acc``, on the clients'
+validation splits) for choosing settings with ``audit tune --metric val_acc``; the
+verdict reads the test accuracy only.
 """
 from __future__ import annotations
 
@@ -231,13 +241,14 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from audit import stats
+from audit import questions, stats
 from audit.analysis import mean_estimate, results_table
 from audit.claims import (Analysis, Arm, Claim, Paper, RecordRef, RunContext, RunSpec,
                           Table)
 from audit.fl.aggregate import chain, weighted_mean
-from audit.verdict import (ALL_OUTCOMES, Estimate, Outcome, Premise, Rule, all_of,
-                           on_reviewer, premise_gate)
+from audit.questions import Question
+from audit.verdict import (ALL_OUTCOMES, Estimate, Outcome, Premise, Rule, on_reviewer,
+                           premise_gate)
 
 CLAIM_ID = "${claim_id}"
 PAPER = Paper("${arxiv}", "EXAMPLE: the paper's title, in your words", "${version}",
@@ -248,6 +259,14 @@ PAPER = Paper("${arxiv}", "EXAMPLE: the paper's title, in your words", "${versio
 MARGIN = 0.05
 EQUIV = MARGIN  # the equivalence margin of the three-way rule
 ALPHA = 0.05
+# verdict seeds when none are given: the three-way rule needs at least 6 pairs, all on one
+# side at 6 or 7 pairs (its exact sign test at alpha / 2), so 8 leaves one seed to spare
+DEFAULT_SEEDS = tuple(range(8))
+# each client's share held out for validation: ``val_acc`` is read for choosing settings
+# (``audit tune --metric val_acc``), never the test accuracy the verdict reads
+VAL_FRACTION = 0.1
+# EXAMPLE: the review record's fields this claim answers
+RECORD_FIELDS = ("EXAMPLE: field.path",)
 
 
 # ------------------------------------------------------------- arms and their one piece
@@ -310,7 +329,7 @@ def run(spec: RunSpec, ctx: RunContext) -> dict:
     ds = load_dataset(cfg["dataset"], data_dir=ctx.data_dir, seed=0)
     rng = np.random.default_rng([spec.seed, 0])  # the same clients for every arm: paired
     part = dirichlet_partition(ds.y_train, cfg["n_clients"], cfg["dirichlet_alpha"], rng)
-    fed = make_federated(ds, part, 0.0, 0.0, rng)
+    fed = make_federated(ds, part, VAL_FRACTION, 0.0, rng)  # train / val per client
 
     def model_fn():
         return build_model(cfg["model"], ds.num_classes, ds.in_channels, ds.image_size,
@@ -319,11 +338,14 @@ def run(spec: RunSpec, ctx: RunContext) -> dict:
     fl = FLConfig(rounds=cfg["rounds"], local_epochs=cfg["local_epochs"],
                   batch_size=cfg["batch_size"], lr=cfg["lr"], seed=spec.seed,
                   device=ctx.device, eval_every=cfg["rounds"], eval_init=True,
-                  eval_personal=False, layer_metrics=False)
+                  eval_personal=False, eval_val=True, layer_metrics=False)
     h = run_federated(model_fn, fed, Algorithm(rule=SERVER_RULES[spec.arm]), fl,
                       checkpoint=ctx.checkpoint(spec), on_round=ctx.on_round)
+    # test accuracy decides the verdict; val_acc (the global model on the clients'
+    # validation splits, mean over clients) is the metric for tuning settings
     return {"init_acc": float(h.test_acc[0]), "final_acc": float(h.test_acc[-1]),
-            "n_test": int(len(fed.y_test)), "seconds": float(h.seconds)}
+            "val_acc": float(h.val_acc[-1]), "n_test": int(len(fed.y_test)),
+            "seconds": float(h.seconds)}
 
 
 # --------------------------------------------------------------------- rule and premise
@@ -395,16 +417,31 @@ def analyse(results: Mapping[RunSpec, Mapping], ctx: RunContext) -> Analysis:
     return Analysis(estimates, (part,), (table,), (), notes, premise=premise)
 
 
+# ------------------------------------------------------------------------- questions
+#: The reviewer's questions, one verdict each (``audit.questions``). EXAMPLE: one
+#: experiment; a proof (a derivation part) would be a question of its own, never merged
+#: with an experiment into one word.
+QUESTIONS = (
+    Question("gap", "EXAMPLE: does the server step as printed cost more than the margin "
+             "in final accuracy against the corrected step?", RECORD_FIELDS, ("gap",),
+             kind="experiment",
+             decides="the corrected method must first learn (the premise) at this scale"),
+)
+COMBINATION = questions.combination(QUESTIONS)
+
+
 CLAIM = Claim(
     id=CLAIM_ID,
     paper=PAPER,
-    record=RecordRef("EXAMPLE: the review record's file", ("EXAMPLE: field.path",)),
+    record=RecordRef("EXAMPLE: the review record's file", RECORD_FIELDS),
     title="EXAMPLE: a short name of the falsifier",
     statement="EXAMPLE: our paraphrase of the reviewer's claim (never the record's words).",
     arms=ARMS,
     rules=(RULE_GAP,),
-    combination=all_of(("gap",)),
+    combination=COMBINATION,
+    questions=QUESTIONS,
     stochastic=True,
+    default_seeds=DEFAULT_SEEDS,
     scales=SCALES,
     run=run,
     analyse=analyse,
@@ -443,10 +480,13 @@ def test_each_arm_declares_its_one_piece():
     assert all(a.differs for a in claim_module.ARMS)
 
 
-# the rule reaches every outcome it declares: driven with made-up per-seed accuracies
+# the rule reaches every outcome it declares: driven with made-up per-seed accuracies on
+# 8 seeds (the three-way rule decides nothing below 6 pairs, nor when every difference
+# is the same number, so each case carries some noise)
 BASE = np.random.default_rng(0).normal(0.6, 0.02, 8)
 CASES = {
-    "CONFIRMED": BASE + 4 * claim_module.MARGIN,  # far above the margin
+    # far above the margin
+    "CONFIRMED": BASE + 4 * claim_module.MARGIN + np.random.default_rng(3).normal(0, 0.01, 8),
     "REFUTED": BASE + np.random.default_rng(1).normal(0, 1e-3, 8),  # no gap at all
     "INCONCLUSIVE": BASE + claim_module.MARGIN + np.random.default_rng(2).normal(0, 0.2, 8),
 }
