@@ -31,7 +31,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
+from audit import keys as _keys
 from audit.errors import AuditError  # re-exported: claim modules import it from here
+from audit.seeds import is_tuning, max_seeds
 from audit.verdict import Combination, Estimate, Outcome, Part, Premise, Rule
 
 LOCKS_PATH = Path(__file__).with_name("locks.json")
@@ -132,9 +134,7 @@ class RunContext:
     def cache_version(self) -> str:
         """The code version every key of this run carries (run cache, checkpoints, stored
         estimates): the package's source hash plus the claim's plugin version."""
-        from audit.runner import code_version
-
-        return code_version() + self.plugin_version
+        return _keys.code_version() + self.plugin_version
 
     def checkpoint(self, spec: "RunSpec") -> str | None:
         """A checkpoint file for one unit (engine runs save and resume there), or None.
@@ -146,16 +146,31 @@ class RunContext:
         does not resume from this one's state)."""
         if not self.checkpoint_dir:
             return None
-        import hashlib
-
-        from audit.runner import data_identity
-
         key = json.dumps([spec.to_dict(), self.scale, dict(self.config), self.device,
-                          self.cache_version(), data_identity(self)],
+                          self.cache_version(), _keys.data_identity(self)],
                          sort_keys=True, default=str)
         folder = Path(self.checkpoint_dir) / self.claim_id
         folder.mkdir(parents=True, exist_ok=True)
         return str(folder / f"{hashlib.sha256(key.encode()).hexdigest()[:24]}.pt")
+
+    def to_dict(self) -> dict:
+        """Every field as plain data (config a dict, seeds a list), to hand the context
+        to a worker (a process pool's or Ray's) or store it: the one serialisation, so no
+        field (``plugin_version`` included) is dropped on the way. ``on_round`` (a
+        progress callback of this process) is left out; a worker's copy has none."""
+        out = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)
+               if f.name != "on_round"}
+        out["config"] = dict(self.config)
+        out["seeds"] = [int(s) for s in self.seeds]
+        return out
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> "RunContext":
+        """The context :meth:`to_dict` wrote (seeds back to a tuple, no ``on_round``)."""
+        data = dict(data)
+        data["config"] = dict(data["config"])
+        data["seeds"] = tuple(int(s) for s in data["seeds"])
+        return cls(**data)
 
 
 @dataclass(frozen=True)
@@ -426,8 +441,6 @@ def _lock_problem(locks: Any) -> str | None:
 
     def cap() -> int:
         try:
-            from audit.runner import max_seeds
-
             return max(200, max_seeds())
         except AuditError:
             return 200
@@ -514,7 +527,6 @@ def write_lock(claim_id: str, scale: str, verdict: Outcome, parts: Sequence[Part
     ``plan``: the sequential stopping rule (``audit.sequential.Plan.to_dict()``) when the
     verdict came from ``--until-decided``; ``seeds`` are then the seeds it stopped at."""
     from audit.safeio import atomic_write, folder_lock
-    from audit.tuning import is_tuning
 
     if is_tuning([int(x) for x in seeds]):
         raise AuditError(f"{claim_id}: no lock from a tuning run (seeds {list(seeds)} are "
@@ -525,9 +537,11 @@ def write_lock(claim_id: str, scale: str, verdict: Outcome, parts: Sequence[Part
         locks.setdefault(claim_id, {})[scale] = {
             "verdict": verdict.value, "parts": {p.id: p.verdict.value for p in parts},
             "seeds": [int(s) for s in seeds]}
-        if questions:  # every question's verdict: verify fails when any of them flips
-            locks[claim_id][scale]["questions"] = {str(k): str(v)
-                                                   for k, v in questions.items()}
+        # every question's verdict (verify fails when any of them flips); a measurement
+        # question carries none ("MEASURED"), so it has nothing to lock
+        decided = {str(k): str(v) for k, v in (questions or {}).items() if v != "MEASURED"}
+        if decided:
+            locks[claim_id][scale]["questions"] = decided
         if plan:
             locks[claim_id][scale]["plan"] = {"looks": [int(n) for n in plan["looks"]],
                                               "spending": str(plan["spending"])}
