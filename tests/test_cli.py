@@ -30,16 +30,20 @@ def test_run_writes_json_markdown_figures_and_index(toy, tmp_path, capsys):
     assert "toy-claim: CONFIRMED (locked: CONFIRMED)" in capsys.readouterr().out
     data = json.loads((out / "toy-claim.json").read_text())
     for key in ("id", "paper", "verdict", "rule", "scale", "seeds", "arms", "estimates",
-                "environment", "runtime_s", "parts"):
+                "environment", "runtime_s", "parts", "questions", "findings"):
         assert key in data
-    assert data["seeds"] == [0, 1, 2, 3, 4] and data["arms"] == ["base", "better"]
+    assert data["seeds"] == list(range(8)) and data["arms"] == ["base", "better"]
+    # the toy declares no questions: it answers one, `claim`, decided by its combination
+    assert [(q["id"], q["verdict"]) for q in data["questions"]] == [("claim", "CONFIRMED")]
     assert {"python", "torch", "device", "commit"} <= set(data["environment"])
     gain = next(e for e in data["estimates"] if e["name"] == "gain")
-    assert gain["low"] < gain["value"] < gain["high"] and gain["n"] == 5
+    assert gain["low"] < gain["value"] < gain["high"] and gain["n"] == 8
     exact = next(e for e in data["estimates"] if e["name"] == "n_arms")
     assert exact["low"] is None and exact["high"] is None
     md = (out / "toy-claim.md").read_text()
-    assert md.startswith("# toy-claim") and "CONFIRMED" in md.splitlines()[4]
+    assert md.startswith("# toy-claim")
+    assert md.splitlines()[2] == "## The reviewer's questions, one verdict each"
+    assert "CONFIRMED" in md.splitlines()[4]
     assert "paper's value" in md and "audit run toy-claim --scale smoke" in md
     assert (out / "toy-claim" / "curve.png").stat().st_size > 1000
     assert "[`toy-claim`](toy-claim.md)" in (out / "README.md").read_text()
@@ -60,6 +64,13 @@ def test_verify_passes_on_the_lock_and_fails_on_a_flip(toy, tmp_path, monkeypatc
     lock.write_text(json.dumps({"toy-claim": {"smoke": {"verdict": "REFUTED", "parts": {}}}}))
     assert main(["verify", "toy-claim", "--quiet"]) == 1
     assert "FLIPPED toy-claim: locked REFUTED, now CONFIRMED" in capsys.readouterr().err
+    # the claim's word and its parts as locked, but a question's verdict is not: a flip
+    lock.write_text(json.dumps({"toy-claim": {"smoke": {
+        "verdict": "CONFIRMED", "parts": {"gain": "CONFIRMED"},
+        "questions": {"claim": "REFUTED"}}}}))
+    assert main(["verify", "toy-claim", "--quiet"]) == 1
+    assert ("FLIPPED toy-claim / claim: locked REFUTED, now CONFIRMED at smoke scale"
+            in capsys.readouterr().err)
 
 
 def test_pending_claim_says_so_in_one_line(capsys, monkeypatch):
@@ -144,7 +155,7 @@ def test_bench_refuses_a_bad_repeat_count(value, capsys):
 def test_verify_does_not_call_other_seeds_a_flip(toy, tmp_path, capsys):
     lock = tmp_path / "locks.json"
     lock.write_text(json.dumps({"toy-claim": {"smoke": {
-        "verdict": "REFUTED", "parts": {}, "seeds": [0, 1, 2, 3, 4]}}}))
+        "verdict": "REFUTED", "parts": {}, "seeds": list(range(8))}}}))
     assert main(["verify", "toy-claim", "--quiet", "--seeds", "3"]) == 0
     assert "no lock at smoke scale with these seeds for: toy-claim" in capsys.readouterr().out
     assert main(["verify", "toy-claim", "--quiet"]) == 1  # the locked seeds: a real flip

@@ -2,6 +2,7 @@
 from reports, the real records' coverage, and that our paraphrases copy no record text."""
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 from pathlib import Path
@@ -75,12 +76,16 @@ def toy_registry(monkeypatch):
     return reg
 
 
-def _write_report(out: Path, cid: str, verdict: str, parts: dict[str, str]) -> None:
+def _write_report(out: Path, cid: str, verdict: str, parts: dict[str, str],
+                  questions: dict[str, str] | None = None, scale: str = "smoke") -> None:
     out.mkdir(parents=True, exist_ok=True)
-    data = {"id": cid, "paper": {}, "verdict": verdict, "rule": "toy", "scale": "smoke",
+    data = {"id": cid, "paper": {}, "verdict": verdict, "rule": "toy", "scale": scale,
             "seeds": [0, 1], "arms": [], "estimates": [], "environment": {"commit": "x"},
             "runtime_s": 1.0,
             "parts": [{"id": k, "verdict": v, "rule": "r"} for k, v in parts.items()]}
+    if questions is not None:
+        data["questions"] = [{"id": k, "verdict": v, "kind": "experiment"}
+                             for k, v in questions.items()]
     (out / f"{cid}.json").write_text(json.dumps(data))
 
 
@@ -135,8 +140,53 @@ def test_verdict_is_not_run_without_a_report_and_flags_a_missing_part(
     out = tmp_path / "reports"
     _write_report(out, "toy-built", "INCONCLUSIVE", {"other": "CONFIRMED"})
     rc, data, _ = _review_json(capsys, rec, "--out", out)
+    # the ref is a question id, or a part id for a claim that declares no questions
     assert _items(data[0])["referee_report.major_comments[1]"]["covered_by"][0][
-        "verdict"] == "part 'seeds' not in the report"
+        "verdict"] == "'seeds' not in the report"
+
+
+def test_an_item_shows_its_questions_verdict_with_the_scales_side_by_side(
+        toy_registry, monkeypatch, tmp_path, capsys):
+    """A claim with questions covers the items its questions name, each with the
+    question's verdict (not the claim's word, not a part's); with a ``full/`` folder of
+    reports both scales are shown, SPLIT when they differ (never one promoted)."""
+    from audit.questions import Question
+
+    qs = (Question("bound", "toy: is the bound vacuous?",
+                   ("skeptic_critique.concrete_test",), ("b",), kind="proof"),
+          Question("seeds", "toy: does the gap survive more seeds?",
+                   ("referee_report.major_comments[1]",), ("s1", "s2")))
+    claim = dataclasses.replace(_claim("toy-q", (), {}), questions=qs)
+    reg = {**toy_registry, "toy-q": claim}
+    monkeypatch.setattr(claims_mod, "registry", lambda: reg)
+    rec = tmp_path / "rec.json"
+    rec.write_text(json.dumps(_record()))
+    out = tmp_path / "reports"
+    _write_report(out, "toy-q", "SPLIT", {"b": "CONFIRMED", "s1": "REFUTED", "s2": "REFUTED"},
+                  questions={"bound": "CONFIRMED", "seeds": "REFUTED"})
+    rc, data, _ = _review_json(capsys, rec, "--out", out)
+    items = _items(data[0])
+    assert rc == 0
+    assert [c for c in items["skeptic_critique.concrete_test"]["covered_by"]
+            if c["claim"] == "toy-q"] == [
+        {"claim": "toy-q", "part": "bound", "verdict": "CONFIRMED", "scale": "smoke"}]
+    assert [c for c in items["referee_report.major_comments[1]"]["covered_by"]
+            if c["claim"] == "toy-q"] == [
+        {"claim": "toy-q", "part": "seeds", "verdict": "REFUTED", "scale": "smoke"}]
+    # a full-scale report beside it: both scales, the question's word across them
+    _write_report(out / "full", "toy-q", "CONFIRMED",
+                  {"b": "CONFIRMED", "s1": "CONFIRMED", "s2": "CONFIRMED"},
+                  questions={"bound": "CONFIRMED", "seeds": "CONFIRMED"}, scale="full")
+    rc, data, _ = _review_json(capsys, rec, "--out", out)
+    items = _items(data[0])
+    by_q = {c["part"]: c["verdict"] for p in ("skeptic_critique.concrete_test",
+                                               "referee_report.major_comments[1]")
+            for c in items[p]["covered_by"] if c["claim"] == "toy-q"}
+    assert by_q == {"bound": "CONFIRMED (smoke CONFIRMED, full CONFIRMED)",
+                    "seeds": "SPLIT (smoke REFUTED, full CONFIRMED)"}
+    assert main(["review", str(rec), "--out", str(out)]) == 0
+    text = capsys.readouterr().out
+    assert "toy-q / seeds" in text and "SPLIT (smoke REFUTED, full CONFIRMED)" in text
 
 
 def test_malformed_records_give_one_line_each_and_the_rest_is_read(
