@@ -32,18 +32,15 @@ def _run_unit(run, spec: dict, ctx: dict) -> dict:
     ``run`` lives in another module works as a built-in claim does)."""
     import torch
 
+    ctx = dict(ctx)
     torch.set_num_threads(max(1, int(ctx.pop("threads", 1))))
-    ctx["seeds"] = tuple(ctx["seeds"])
-    return dict(run(RunSpec(**spec), RunContext(**ctx)))
+    return dict(run(RunSpec(**spec), RunContext.from_dict(ctx)))
 
 
 def _context_fields(ctx: RunContext) -> dict:
     """Every field of ``ctx`` a worker needs (``plugin_version`` included), without the
-    progress callback, which stays in this process."""
-    import dataclasses
-
-    return {f.name: getattr(ctx, f.name) for f in dataclasses.fields(ctx)
-            if f.name != "on_round"}
+    progress callback, which stays in this process: :meth:`RunContext.to_dict`."""
+    return ctx.to_dict()
 
 
 def _unit_error(exc: BaseException) -> str:
@@ -140,8 +137,8 @@ class RayBackend:
         if self.runtime_env:
             options["runtime_env"] = self.runtime_env  # per task: also on a running Ray
         task = ray.remote(**options)(_run_unit)
-        ctx_dict = {**_context_fields(ctx), "config": dict(ctx.config),
-                    "seeds": list(ctx.seeds), "threads": max(1, int(self.cpus_per_run))}
+        # every field (plugin_version included) through RunContext's one serialisation
+        ctx_dict = {**_context_fields(ctx), "threads": max(1, int(self.cpus_per_run))}
         pending = {task.remote(claim.run, spec.to_dict(), dict(ctx_dict)): spec
                    for spec in specs}
         failures: list[str] = []

@@ -196,7 +196,8 @@ class PoolBackend:
         """The pickled (run, ctx) a worker needs, or (None, why not)."""
         if not ctx.device.startswith("cpu"):
             return None, f"device {ctx.device}"
-        wctx = dataclasses.replace(ctx, on_round=None, config=dict(ctx.config))
+        # every field but the progress callback, through RunContext's one serialisation
+        wctx = RunContext.from_dict(ctx.to_dict())
         try:
             return pickle.dumps((claim.run, wctx)), ""
         except Exception as exc:  # a lambda or closure: run it here

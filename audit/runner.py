@@ -26,6 +26,10 @@ from typing import Any, Callable, Mapping, Sequence
 
 import audit
 from audit.claims import AuditError, Claim, PendingClaim, RunContext, RunSpec
+# re-exported where they used to live: the version and data keys (audit.keys) and the
+# seed rules (audit.seeds) sit below the run-context types, which use them
+from audit.keys import code_version, data_identity  # noqa: F401
+from audit.seeds import MAX_SEED_VALUE, MAX_SEEDS, max_seeds, resolve_seeds  # noqa: F401
 from audit.verdict import Outcome, Verdict, verdict_from_parts
 
 SCALES = ("smoke", "full", "paper")
@@ -39,15 +43,6 @@ class CacheWarning(UserWarning):
 
 
 # ---------------------------------------------------------------------------- version
-def code_version() -> str:
-    """A hash of the package source: any code change invalidates cached runs."""
-    h = hashlib.sha256(audit.__version__.encode())
-    for path in sorted(PACKAGE_DIR.rglob("*.py")):
-        h.update(str(path.relative_to(PACKAGE_DIR)).encode())
-        h.update(path.read_bytes())
-    return f"{audit.__version__}+{h.hexdigest()[:12]}"
-
-
 def git_commit() -> str:
     try:
         rev = subprocess.run(["git", "rev-parse", "--short=12", "HEAD"], cwd=PACKAGE_DIR,
@@ -134,20 +129,6 @@ def environment(device: str, threads: int | None = None, backend: str = "local")
 
 
 # ------------------------------------------------------------------------------ cache
-def data_identity(ctx: RunContext) -> dict[str, str]:
-    """The fingerprint of the data files a run with ``ctx`` reads: for each paper-scale
-    data set its config names, a sha256 over the relative path, size and content of each
-    of its files under ``ctx.data_dir`` (or ``$AUDIT_DATA``); file hashes are memoised per
-    (path, size, mtime, inode) within a process. Empty (a stable key) when the run reads
-    no data directory: digits, synthetic data, the stdlib corpus. See
-    :func:`audit.fl.data.data_fingerprint`."""
-    if ctx.data_dir is None and os.environ.get("AUDIT_DATA") is None:
-        return {}
-    from audit.fl.data import data_fingerprint
-
-    return data_fingerprint(ctx.config, ctx.data_dir)
-
-
 def _canonical(obj: Any) -> str:
     return json.dumps(obj, sort_keys=True, separators=(",", ":"), default=str)
 
@@ -292,68 +273,6 @@ class ClaimResult:
         locked = lock.get("questions") or {}
         return [(a["id"], locked[a["id"]], a["verdict"]) for a in self.answers
                 if a["id"] in locked and locked[a["id"]] != a["verdict"]]
-
-
-MAX_SEEDS = 200  # the most seeds one run may ask for; AUDIT_MAX_SEEDS raises it
-MAX_SEED_VALUE = 2**32 - 1  # numpy and torch both take seeds up to here
-
-
-def max_seeds() -> int:
-    """:data:`MAX_SEEDS`, or the whole number in ``$AUDIT_MAX_SEEDS`` (the escape hatch for
-    a sweep that really needs more)."""
-    raw = os.environ.get("AUDIT_MAX_SEEDS")
-    if raw is None:
-        return MAX_SEEDS
-    try:
-        n = int(raw)
-    except ValueError:
-        n = 0
-    if n < 2:
-        raise AuditError(f"AUDIT_MAX_SEEDS must be a whole number >= 2, got {raw!r}")
-    return n
-
-
-def resolve_seeds(claim: Claim, seeds: int | Sequence[int] | None) -> tuple[int, ...]:
-    """The seeds a run uses; bad counts and lists are one AuditError, checked before any
-    work. At most :func:`max_seeds` seeds (200 unless ``$AUDIT_MAX_SEEDS`` says more),
-    each a whole number in [0, 2**32 - 1]."""
-    if not claim.stochastic:
-        return ()
-    limit = max_seeds()
-    if seeds is None:
-        out = tuple(claim.default_seeds)
-    elif isinstance(seeds, bool) or isinstance(seeds, (str, bytes, float)):
-        raise AuditError(f"seeds must be a count or a list of whole numbers, got {seeds!r}")
-    elif isinstance(seeds, numbers.Integral):
-        seeds = int(seeds)
-        if seeds < 0:
-            raise AuditError(f"the seed count must be positive, got {seeds}")
-        if seeds > limit:
-            raise AuditError(f"{seeds} seeds asked for; at most {limit} (set "
-                             f"AUDIT_MAX_SEEDS to allow more)")
-        out = tuple(range(seeds))
-    else:
-        seeds = list(seeds)
-        if len(seeds) > limit:
-            raise AuditError(f"{len(seeds)} seeds listed; at most {limit} (set "
-                             f"AUDIT_MAX_SEEDS to allow more)")
-        if any(isinstance(s, bool) or not isinstance(s, numbers.Integral) for s in seeds):
-            raise AuditError(f"seeds must be whole numbers: {list(seeds)}")
-        out = tuple(int(s) for s in seeds)
-    if any(s > MAX_SEED_VALUE for s in out):
-        raise AuditError(f"seeds must be at most {MAX_SEED_VALUE}: "
-                         f"{[s for s in out if s > MAX_SEED_VALUE][:3]}")
-    from audit.tuning import is_tuning
-
-    is_tuning(out)  # a run on tuning seeds only, or on verdict seeds only: never both
-    if len(out) < 2:
-        raise AuditError(f"claim {claim.id!r} is stochastic and needs at least 2 seeds "
-                         f"(got {len(out)})")
-    if len(set(out)) != len(out):
-        raise AuditError(f"seed list has repeats: {list(out)}")
-    if any(s < 0 for s in out):
-        raise AuditError(f"seeds must be non-negative integers: {list(out)}")
-    return out
 
 
 def check_device(device: str) -> None:

@@ -18,25 +18,11 @@ import numpy as np
 
 from audit.errors import AuditError
 
-TUNING_SEED_START = 1000  # seeds >= this are for tuning only; verdict seeds lie below
-MAX_PILOT_SEEDS = 200  # the most tuning seeds one pilot runs
+# the seed rules live in audit.seeds (below the run-context types and the runner, which
+# use them); re-exported here, where claims import them from
+from audit.seeds import MAX_PILOT_SEEDS, TUNING_SEED_START, is_tuning, tuning_seeds  # noqa: F401
+
 MAX_GRID_POINTS = 256  # the most grid points (combinations) one pilot runs
-
-
-def tuning_seeds(n: int) -> tuple[int, ...]:
-    """The first ``n`` tuning seeds (1000, 1001, ...); at most :data:`MAX_PILOT_SEEDS`."""
-    if n > MAX_PILOT_SEEDS:
-        raise AuditError(f"at most {MAX_PILOT_SEEDS} tuning seeds, got {n}")
-    return tuple(range(TUNING_SEED_START, TUNING_SEED_START + int(n)))
-
-
-def is_tuning(seeds: Sequence[int]) -> bool:
-    """True when every seed is a tuning seed; a set mixing the two ranges is an error."""
-    tuning = [s for s in seeds if s >= TUNING_SEED_START]
-    if tuning and len(tuning) != len(seeds):
-        raise AuditError(f"seeds mix verdict seeds (< {TUNING_SEED_START}) and tuning seeds "
-                         f"(>= {TUNING_SEED_START}): {list(seeds)}; a run is one or the other")
-    return bool(tuning)
 
 
 @dataclass(frozen=True)
@@ -118,7 +104,8 @@ def pilot(claim, scale: str, grid: Mapping[str, Sequence], arms: Sequence[str],
     ``contrast``: two groups (arm names, or "arm/setting" for claims with several units an
     arm and seed) whose paired per-seed difference is summarised per candidate. Returns
     one :class:`PilotRow` per grid point; the caller writes the :class:`Search` record."""
-    from audit.runner import data_identity, make_context
+    from audit.keys import data_identity
+    from audit.runner import make_context
 
     if n_seeds < 2:
         raise AuditError(f"a pilot needs at least 2 tuning seeds, got {n_seeds}")

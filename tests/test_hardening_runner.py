@@ -81,7 +81,7 @@ def test_runs_without_a_data_directory_keep_a_stable_key(toy, tmp_path):
 
 
 def test_checkpoint_key_covers_data_and_code_version(cifar_toy, tmp_path, monkeypatch):
-    import audit.runner as runner
+    import audit.keys as keys  # the code version every key carries (audit.runner re-exports it)
 
     a, b = _write_cifar10(tmp_path / "a"), _write_cifar10(tmp_path / "b", label_shift=1)
     spec = RunSpec("base", 0)
@@ -93,7 +93,7 @@ def test_checkpoint_key_covers_data_and_code_version(cifar_toy, tmp_path, monkey
 
     assert ckpt(a) == ckpt(a) != ckpt(b)
     before = ckpt(a)
-    monkeypatch.setattr(runner, "code_version", lambda: "0.0+changed")
+    monkeypatch.setattr(keys, "code_version", lambda: "0.0+changed")
     assert ckpt(a) != before  # a run killed before a code change starts afresh
 
 

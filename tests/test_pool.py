@@ -22,8 +22,11 @@ from test_external_claims import CLAIM_ID, plugin  # noqa: F401  (a fixture)
 def _fixed_code_version(monkeypatch):
     """One code version for the whole test (work elsewhere in the tree may change the
     source meanwhile, and with it every cache key)."""
+    import audit.keys as keys
     import audit.runner as runner
 
+    # keys: every cache and checkpoint key; runner: the reports' environment field
+    monkeypatch.setattr(keys, "code_version", lambda: "0.0.0+test-pool")
     monkeypatch.setattr(runner, "code_version", lambda: "0.0.0+test-pool")
 
 
