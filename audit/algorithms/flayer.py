@@ -13,7 +13,8 @@ The three client-side mechanisms, as printed:
 
 The server (Algorithm 1 line 12) is a rule of :mod:`audit.fl.aggregate`; the arms differ
 only in that one piece, declared with each arm in :data:`ARMS` (the four server arms are
-also :data:`SERVER_RULES`):
+also :data:`SERVER_RULES`; they are the engine's named compositions,
+``audit.fl.aggregate.MASKED_COMPOSITIONS``):
 
     literal       chain(weighted_mean())                 line 12 as printed: zeros enter
     carry-over    chain(weighted_mean(), carry_over())   unselected keep the old value
@@ -46,8 +47,8 @@ import torch
 import torch.nn as nn
 from torch.func import functional_call
 
-from audit.fl.aggregate import (Rule, State, Upload, carry_over, chain, masked_delta,
-                                selector_mean, weighted_mean)
+from audit.fl.aggregate import (MASKED_COMPOSITIONS, Rule, State, Upload, chain,
+                                selector_mean)
 from audit.fl.engine import Algorithm, evaluate
 from audit.fl.models import layer_names, layer_of, weight_layers
 
@@ -69,12 +70,14 @@ class FlayerArm:
     released: bool = False
 
 
-#: Every arm with the one piece in which it differs, in the audit's order.
+#: Every arm with the one piece in which it differs, in the audit's order; the four server
+#: arms are the engine's named compositions (``audit.fl.aggregate.MASKED_COMPOSITIONS``,
+#: the same objects the Flower strategies use).
 ARMS: dict[str, FlayerArm] = {
-    "literal": FlayerArm(chain(weighted_mean())),  # line 12 as printed: zeros enter
-    "carry-over": FlayerArm(chain(weighted_mean(), carry_over())),
-    "selector-mean": FlayerArm(chain(selector_mean())),
-    "masked-delta": FlayerArm(chain(masked_delta())),
+    "literal": FlayerArm(MASKED_COMPOSITIONS["literal"]),  # line 12 as printed: zeros enter
+    "carry-over": FlayerArm(MASKED_COMPOSITIONS["carry-over"]),
+    "selector-mean": FlayerArm(MASKED_COMPOSITIONS["selector-mean"]),
+    "masked-delta": FlayerArm(MASKED_COMPOSITIONS["masked-delta"]),
     # as-released: selector-mean + carry-over on the server (not line 12), and the
     # release's client pieces
     "as-released": FlayerArm(chain(selector_mean()), released=True),

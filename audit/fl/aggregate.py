@@ -37,7 +37,7 @@ from typing import Callable, Mapping, Optional, Sequence
 import torch
 
 __all__ = [
-    "Piece", "Rule", "State", "Upload",
+    "MASKED_COMPOSITIONS", "Piece", "Rule", "State", "Upload",
     "carry_over", "chain", "fedavg", "keep_local", "masked_delta", "selector_mean",
     "weighted_mean",
 ]
@@ -213,3 +213,20 @@ def keep_local(predicate: Callable[[str], bool]) -> Piece:
 def fedavg() -> Rule:
     """The FedAvg rule, ``chain(weighted_mean())``."""
     return chain(weighted_mean())
+
+
+#: The four ways of aggregating masked uploads, named compositions of the pieces above,
+#: each built once: an algorithm's arm and a Flower strategy that name one get the same
+#: rule object (FLAYER's four server arms, arXiv 2412.07062 Algorithm 1 line 12 and its
+#: fixes, are these, and so are ``audit.fl.flower.RULES``' entries of these names).
+#:
+#:     literal        the weighted mean of the uploads as sent (masked zeros enter)
+#:     carry-over     that mean, and coordinates no client selected keep prev
+#:     selector-mean  per coordinate the mean over the clients that selected it, else prev
+#:     masked-delta   prev + the weighted mean of the selected part of each change
+MASKED_COMPOSITIONS: dict[str, Rule] = {
+    "literal": chain(weighted_mean()),
+    "carry-over": chain(weighted_mean(), carry_over()),
+    "selector-mean": chain(selector_mean()),
+    "masked-delta": chain(masked_delta()),
+}

@@ -7,7 +7,8 @@ Message API of ``flwr.serverapp`` / ``flwr.clientapp``) at the top.
 Public API
 ----------
 - ``RULES``: rule names -> what they are built from (``audit.fl.aggregate``'s pieces;
-  FLAYER's four from ``audit.algorithms.flayer.SERVER_RULES``, the same objects):
+  the four masked ones are ``audit.fl.aggregate.MASKED_COMPOSITIONS``, the same objects
+  FLAYER's server arms use):
 
       fedavg         chain(weighted_mean())
       literal        chain(weighted_mean())                 FLAYER Alg. 1 line 12 as printed
@@ -91,9 +92,9 @@ from flwr.clientapp import ClientApp
 from flwr.serverapp import Grid, ServerApp
 from flwr.serverapp.strategy import FedAvg
 
-from audit.algorithms.flayer import SERVER_RULES
 from audit.fl.alloc import keep_freed_memory
-from audit.fl.aggregate import Rule, State, Upload, chain, fedavg, keep_local, weighted_mean
+from audit.fl.aggregate import (MASKED_COMPOSITIONS, Rule, State, Upload, chain, fedavg,
+                                keep_local, weighted_mean)
 from audit.fl.data import FederatedData
 from audit.fl.engine import Algorithm, FLConfig, _Trainer, evaluate
 from audit.fl.models import is_norm_key
@@ -108,7 +109,7 @@ WEIGHT_KEY, PARTITION_KEY, ROUND_KEY = "num-examples", "partition-id", "server-r
 RECEIVED_KEY = "received-sha256"
 
 # name -> rule; "fedbn" is built per model (its predicate), see AuditStrategy
-RULES: dict[str, Optional[Rule]] = {"fedavg": fedavg(), **SERVER_RULES, "fedbn": None}
+RULES: dict[str, Optional[Rule]] = {"fedavg": fedavg(), **MASKED_COMPOSITIONS, "fedbn": None}
 MASKED_RULES = ("carry-over", "selector-mean", "masked-delta")
 
 
