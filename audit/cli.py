@@ -373,7 +373,10 @@ def _execute_all(args, write_reports: bool, unlocked: list | None = None):
               f"[{res.computed} run(s) computed, {res.cached} cached]")
         eta.finished(claim.id, res)
     if write_reports and results:
+        from audit import coverage
+
         report.write_index(args.out, claims_mod.registry())
+        coverage.write_coverage(args.out, claims_mod.registry())
     return results
 
 
@@ -533,7 +536,10 @@ def cmd_report(args) -> int:
     for data, source in loaded:
         report.write_data(data, args.out, source=source)
         n += 1
+    from audit import coverage
+
     report.write_index(args.out, reg)
+    coverage.write_coverage(args.out, reg)
     safeio.mark_output_folder(args.out)  # all written: an audit output folder
     print(f"re-rendered {n} report(s) and {args.out / 'README.md'}")
     return 0

@@ -863,10 +863,8 @@ def _write_index(out_dir: Path, claims: Mapping[str, Claim | PendingClaim]) -> P
     text += _questions_section(out_dir, claims)
     if (out_dir / "CHANGES.md").exists():
         text += ["What changed since the last locks, and why: [CHANGES.md](CHANGES.md).", ""]
-    # the coverage page follows the reports: regenerated from their JSON with the index
-    from audit import coverage
-
-    coverage.write_coverage(out_dir, claims)
+    # the coverage page follows the reports: its callers regenerate it from their JSON
+    # with the index (audit.coverage.write_coverage; coverage sits above report)
     text += ["Coverage of the review records by the claims' questions: "
              "[coverage.md](coverage.md).", ""]
     path = out_dir / "README.md"

@@ -32,6 +32,8 @@ from audit.keys import code_version, data_identity  # noqa: F401
 from audit.seeds import MAX_SEED_VALUE, MAX_SEEDS, max_seeds, resolve_seeds  # noqa: F401
 from audit.verdict import Outcome, Verdict, verdict_from_parts
 
+from audit.fl.cores import usable_cores  # noqa: E402,F401  (re-exported)
+
 SCALES = ("smoke", "full", "paper")
 PACKAGE_DIR = Path(audit.__file__).resolve().parent
 CACHE_FORMAT = 1
@@ -69,17 +71,6 @@ def device_name(device: str) -> str:
     cores, total = usable_cores(), os.cpu_count() or 1
     of = f" of {total}" if cores != total else ""
     return f"cpu ({platform.processor() or platform.machine()}, {cores}{of} cores)"
-
-
-def usable_cores() -> int:
-    """The cores this process may run on (``os.sched_getaffinity``: a container's or a
-    ``taskset``'s share of the machine, not ``os.cpu_count``'s whole machine); every
-    thread count and the process pool's size follow it, so a process confined to a few
-    cores does not oversubscribe them."""
-    try:
-        return max(1, len(os.sched_getaffinity(0)))
-    except (AttributeError, OSError):  # no affinity on this platform (macOS, Windows)
-        return max(1, os.cpu_count() or 1)
 
 
 def torch_threads() -> int:

@@ -259,7 +259,7 @@ def _load() -> float | None:
 
 
 def _cores() -> int:
-    from audit.runner import usable_cores
+    from audit.fl.cores import usable_cores
 
     return usable_cores()
 
