@@ -66,10 +66,14 @@ def test_once_per_client_is_swept_over_the_client_count(result):
     # closed form: ratio(P) = (R K G + P M + A G) / (2 R K M) with P distinct
     # participants; above 0.5 from P > R K (1 - G / M) - A G / M = 788.07 on: P = 790 in
     # steps of 10. The answer flips inside P = 10..1000, so the part is undecided.
+    # A measurement (the client count is not given): it reports the crossover and has no
+    # verdict of its own; its question is MEASURED and never enters the claim's word.
     v = result.verdict
-    assert v.part("once-per-client").kind == "derivation"
+    assert v.part("once-per-client").kind == "measurement"
     assert v.estimate("once_flip_participants").value == 790
     assert v.part("once-per-client").verdict.value == "INCONCLUSIVE"
+    once = [a for a in result.answers if a["id"] == "once-per-client"]
+    assert [(a["kind"], a["verdict"]) for a in once] == [("measurement", "MEASURED")]
 
 
 def test_verdict_is_locked(result):
