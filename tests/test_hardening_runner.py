@@ -59,12 +59,13 @@ def test_another_copy_of_the_data_is_recomputed_not_served_from_the_cache(cifar_
     b = _write_cifar10(tmp_path / "b", label_shift=4)  # same layout, other content
     same_as_a = _write_cifar10(tmp_path / "a2")  # byte-identical copy elsewhere
     first = execute(cifar_toy, _ctx(cifar_toy, data_dir=str(a)), cache=cache, progress=False)
-    assert (first.computed, first.cached) == (10, 0)
+    units = 2 * len(cifar_toy.default_seeds)  # two arms x the toy's default seeds
+    assert (first.computed, first.cached) == (units, 0)
     other = execute(cifar_toy, _ctx(cifar_toy, data_dir=str(b)), cache=cache, progress=False)
-    assert (other.computed, other.cached) == (10, 0)
+    assert (other.computed, other.cached) == (units, 0)
     again = execute(cifar_toy, _ctx(cifar_toy, data_dir=str(same_as_a)), cache=cache,
                     progress=False)
-    assert (again.computed, again.cached) == (0, 10)
+    assert (again.computed, again.cached) == (0, units)
 
 
 def test_runs_without_a_data_directory_keep_a_stable_key(toy, tmp_path):
@@ -165,7 +166,7 @@ def test_a_result_missing_its_fields_under_a_valid_checksum_is_recomputed(toy, t
     with pytest.warns(CacheWarning, match="wrong shape"):
         res = execute(toy.CLAIM, ctx, cache=cache, progress=False)
     assert len(toy.CALLS) == 1 and res.verdict == first.verdict
-    assert (res.computed, res.cached) == (1, 9)
+    assert (res.computed, res.cached) == (1, 2 * len(toy.CLAIM.default_seeds) - 1)
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # repaired on disk
         assert execute(toy.CLAIM, ctx, cache=cache, progress=False).computed == 0
@@ -188,7 +189,8 @@ def test_recorded_thread_count_does_not_depend_on_the_cache(toy, tmp_path):
         fresh = execute(toy.CLAIM, ctx, cache=cache, progress=False, runner=single_threaded)
         assert torch.get_num_threads() == 3  # restored after the units
         cached = execute(toy.CLAIM, ctx, cache=cache, progress=False, runner=single_threaded)
-        assert (fresh.computed, cached.cached) == (10, 10)
+        units = 2 * len(toy.CLAIM.default_seeds)
+        assert (fresh.computed, cached.cached) == (units, units)
         assert fresh.environment["torch_threads"] == cached.environment["torch_threads"] == 3
     finally:
         torch.set_num_threads(before)
@@ -214,16 +216,19 @@ def test_a_diverged_run_is_reported_inconclusive_with_arm_seeds_and_round(diverg
     cache = Cache(tmp_path / "c")
     ctx = _ctx(diverging_toy)
     res = execute(diverging_toy, ctx, cache=cache, progress=False)
+    toy_seeds = list(ctx.seeds)
     assert res.verdict.verdict == Outcome.INCONCLUSIVE
     (part,) = res.verdict.parts
     assert part.id == "diverged" and part.verdict == Outcome.INCONCLUSIVE
-    assert "3 of 10 unit(s)" in part.reason and "arm `better`" in part.reason
+    # arm `better` diverges at seeds 2.. of the toy's default seeds
+    units, bad = 2 * len(toy_seeds), len([s for s in toy_seeds if s >= 2])
+    assert f"{bad} of {units} unit(s)" in part.reason and "arm `better`" in part.reason
     assert "seed 2 from index 1 (`curve[1]`)" in part.reason and "seed 4" in part.reason
     assert "arm `base`" not in part.reason and part.needs
     assert [e.name for e in res.analysis.estimates] == ["diverged_units"]
-    assert res.analysis.estimates[0].value == 3
+    assert res.analysis.estimates[0].value == bad
     again = execute(diverging_toy, ctx, cache=cache, progress=False)  # from the cache: same
-    assert again.cached == 10 and again.verdict == res.verdict
+    assert again.cached == units and again.verdict == res.verdict
     data = report.to_json(res)
     json.dumps(data, allow_nan=False)  # the report JSON holds no NaN
     md = report.render_markdown(data)
@@ -405,4 +410,4 @@ def test_progress_on_a_terminal_is_a_live_bar():
 def test_a_run_logged_to_a_file_holds_no_carriage_returns(toy, tmp_path, capsys):
     execute(toy.CLAIM, _ctx(toy.CLAIM), cache=Cache(tmp_path / "c"), progress=True)
     err = capsys.readouterr().err  # pytest's capture is not a terminal
-    assert "\r" not in err and err.count("run(s) done") == 10
+    assert "\r" not in err and err.count("run(s) done") == 2 * len(toy.CLAIM.default_seeds)
