@@ -67,7 +67,7 @@ class Paper:
 class RecordRef:
     """Where the reviewer's claim is written: a review record and the fields it answers."""
 
-    file: str  # name in shared/reviews/
+    file: str  # the review record's file name (the records are not in this repository)
     fields: tuple[str, ...]  # field paths, e.g. "skeptic_critique.concrete_test"
 
 

@@ -1,6 +1,6 @@
 """``audit review PATH...``: which items of a review record are covered by claims.
 
-A review record (the JSON of ``shared/reviews/*.txt``) holds a referee report, a skeptic
+A review record (a JSON file, passed to ``audit review`` by path; the records are not in this repository) holds a referee report, a skeptic
 critique and a falsifier sentence about one paper (``arxiv_id``). Its checkable items,
 named by field path, are
 

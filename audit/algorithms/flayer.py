@@ -21,9 +21,9 @@ also :data:`SERVER_RULES`; they are the engine's named compositions,
     selector-mean chain(selector_mean())                 mean over selectors, else old
     masked-delta  chain(masked_delta())                  old + mean_k(w_k M_k dtheta_k)
 
-``as-released`` re-implements, from the description in ``shared/design/CLAIMS.md``
-(section 1; no code of the authors' repository is used), the server and mask rules of
-the released code; every place where it departs from the printed equations is marked
+``as-released`` re-implements, from a description of the authors' release (its rules are
+listed with the arm below; no code of the authors' repository is used), the server and
+mask rules of the released code; every place where it departs from the printed equations is marked
 ``# as-released:`` on its line. ``fedavg`` is plain FedAvg (McMahan et al. 2017) on the
 same model, data and seeds.
 

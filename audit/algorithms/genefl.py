@@ -1,7 +1,7 @@
 """GENE-FL (arXiv 2504.14628v1): learnGene condensation for dynamic agnostic FL.
 
-What the paper prints, as restated in ``shared/design/CLAIMS.md`` section 3 (we have no
-code of the authors; none was released):
+What the paper prints, restated below in our words (we have no code of the authors; none
+was released):
 
 - Clients are grouped once into K clusters (one-shot clustering by truncated-SVD
   subspaces of their data, the paper's ref. [20]); each cluster k has a model Theta_k.

@@ -1,7 +1,7 @@
 """flayer-masked-zero: does FLAYER's Algorithm 1, run as printed, collapse?
 
 Paper: FLAYER, arXiv 2412.07062v3 (Eq. 2, Eq. 4, Eqs. 5-9, Algorithm 1 line 12).
-Record: ``shared/reviews/000_87577804b4c438f8.txt`` (skeptic_critique.concrete_test and
+Record: ``000_87577804b4c438f8.txt`` (skeptic_critique.concrete_test and
 load_bearing_attack; referee_report.major_comments). Our paraphrase of the reviewer: the
 printed server step averages uploads in which masked-out coordinates are zeros, so a
 coordinate that no sampled client selected becomes exactly zero and one selected by a

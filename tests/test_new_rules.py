@@ -1,0 +1,76 @@
+"""The rules added for the reviewers' further points reach every verdict they declare,
+driven with made-up evidence (no run)."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from audit import stats
+from audit.experiments import fedtlu_lower_bound as tlu
+from audit.experiments import flayer_masked_zero as fmz
+from audit.verdict import Outcome
+
+
+def _power_ev(sd_low, sd_high, gap=0.00227):
+    factor = stats.minimum_detectable_effect(3, alpha=0.05)
+    row = ("clean", (sd_low + sd_high) / 2, sd_low, sd_high, factor * sd_low,
+           factor * sd_high, 40)
+    return {"rows": [row], "gap": gap, "runs": 3, "alpha": 0.05}
+
+
+@pytest.mark.parametrize("sd_low,sd_high,want", [
+    (0.004, 0.008, "CONFIRMED"),    # even the lowest plausible noise hides 0.227 % at 3 runs
+    (0.0001, 0.0002, "REFUTED"),    # even the highest plausible noise resolves it
+    (0.0002, 0.004, "INCONCLUSIVE"),
+])
+def test_three_runs_power_reaches_each_outcome(sd_low, sd_high, want):
+    part = tlu.RULE_POWER(_power_ev(sd_low, sd_high), params={
+        "runs": 3, "n": 20, "alpha": "0.05", "level": "95", "factor": "3.26",
+        "gap_pct": "0.227"})
+    assert part.verdict.value == want
+    assert set(part.reachable) == {"CONFIRMED", "REFUTED", "INCONCLUSIVE"}
+
+
+def test_printed_tables_are_arithmetic_both_ways():
+    assert tlu.RULE_PRINTED({"rows": tlu.PRINTED}).verdict == Outcome.CONFIRMED
+    fedtlu_lower = [(name, r, min(r, f) - 0.001) for name, r, f in tlu.PRINTED]
+    assert tlu.RULE_PRINTED({"rows": fedtlu_lower}).verdict == Outcome.REFUTED
+    assert tlu.RULE_PRINTED.kind == "derivation"
+
+
+def test_minimum_readings_are_a_measurement_that_flags_a_sign_change():
+    agree = tlu.RULE_READINGS({"rows": [("clean", 0.1, 0.09, 0.1)]})
+    flips = tlu.RULE_READINGS({"rows": [("noisy", 0.1, -0.02, 0.05)]})
+    assert agree.verdict == flips.verdict == Outcome.INCONCLUSIVE
+    assert "agree in sign" in agree.reason and "depends on the reading in noisy" in flips.reason
+
+
+def _carry_ev(a, b, sensitive=True):
+    tw = stats.three_way(np.asarray(a), np.asarray(b), margin=0.054,
+                         equivalence_margin=0.054, alpha=0.05)
+    return {"three_way": tw, "sensitive": sensitive, "sensitivity": "made up",
+            "resolution": 0.001}
+
+
+def test_carry_over_falsifier_reaches_each_outcome():
+    rng = np.random.default_rng(3)
+    lit = rng.normal(0.5, 0.01, 12)
+    far = lit + 0.2 + rng.normal(0, 0.005, 12)      # carry-over recovers far more than m
+    same = lit + rng.normal(0, 0.002, 12)           # recovers nothing
+    noisy = lit + rng.normal(0.05, 0.3, 12)         # cannot tell
+    params = {"n": 12, "rule": "r", "margin": "0.054"}
+    assert fmz.RULE_CARRY(_carry_ev(far, lit), params=params).verdict == Outcome.CONFIRMED
+    assert fmz.RULE_CARRY(_carry_ev(same, lit), params=params).verdict == Outcome.REFUTED
+    # without assay sensitivity a FALSIFIED comparison does not refute the reviewer
+    blind = fmz.RULE_CARRY(_carry_ev(same, lit, sensitive=False), params=params)
+    assert blind.verdict == Outcome.INCONCLUSIVE and "assay sensitivity" in blind.reason
+    assert fmz.RULE_CARRY(_carry_ev(noisy, lit), params=params).verdict == \
+        Outcome.INCONCLUSIVE
+
+
+def test_head_size_is_a_measurement_that_says_whether_s_matters():
+    one = fmz.RULE_HEAD({"rows": [("base", 1, 0.12, "CONFIRMED", "")]})
+    assert one.verdict == Outcome.INCONCLUSIVE and "no head-size sweep" in one.reason
+    split = fmz.RULE_HEAD({"rows": [("base", 1, 0.12, "CONFIRMED", ""),
+                                    ("head=2", 2, 0.14, "INCONCLUSIVE", "premise undecided")]})
+    assert "depends on s" in split.reason and fmz.RULE_HEAD.kind == "measurement"
