@@ -58,7 +58,8 @@ def test_the_pool_gives_the_local_result_unit_by_unit(toy, tmp_path, pool):
     ctx = make_context(toy.CLAIM, "smoke")
     local = execute(toy.CLAIM, ctx, cache=Cache(tmp_path / "a"), progress=False)
     par = execute(toy.CLAIM, ctx, cache=Cache(tmp_path / "b"), progress=False, backend=pool)
-    assert par.computed == 10 and local.computed == 10
+    units = 2 * len(toy.CLAIM.default_seeds)  # two arms x the toy's eight default seeds
+    assert par.computed == units and local.computed == units
     a, b = _units(toy.CLAIM, ctx, Cache(tmp_path / "a")), _units(toy.CLAIM, ctx,
                                                                  Cache(tmp_path / "b"))
     assert None not in a.values() and json.dumps(a, sort_keys=True) == json.dumps(
@@ -68,7 +69,7 @@ def test_the_pool_gives_the_local_result_unit_by_unit(toy, tmp_path, pool):
                                           "backend; 1 torch thread a unit)")
     # resumed from the cache: nothing computed again
     again = execute(toy.CLAIM, ctx, cache=Cache(tmp_path / "b"), progress=False, backend=pool)
-    assert again.computed == 0 and again.cached == 10
+    assert again.computed == 0 and again.cached == units
 
 
 def test_a_federated_claim_is_bitwise_the_same_in_the_pool(tmp_path, pool):
@@ -103,10 +104,11 @@ def test_a_failed_unit_keeps_the_finished_ones_and_the_rerun_fills_the_gap(
         with pytest.raises(AuditError, match=r"2 run\(s\) of toy-claim failed in the process "
                                              r"pool \(the others are cached\)"):
             execute(toy.CLAIM, ctx, cache=cache, progress=False, backend=failing)
-    assert len(list((tmp_path / "c" / "toy-claim").glob("*.json"))) == 8
+    units = 2 * len(toy.CLAIM.default_seeds)  # seed 3 fails in both arms
+    assert len(list((tmp_path / "c" / "toy-claim").glob("*.json"))) == units - 2
     monkeypatch.delenv("TOY_FAIL_SEED")
     rerun = execute(toy.CLAIM, ctx, cache=cache, progress=False)
-    assert rerun.cached == 8 and rerun.computed == 2
+    assert rerun.cached == units - 2 and rerun.computed == 2
 
 
 def test_sequential_looks_reuse_one_pool_and_match_the_local_run(toy, tmp_path, pool):
@@ -150,7 +152,8 @@ def test_a_run_from_another_module_runs_in_workers_with_one_thread(toy, tmp_path
     cache = Cache(tmp_path / "t")
     res = execute(claim, ctx, cache=cache, progress=False, backend=pool)
     units = _units(claim, ctx, cache)
-    assert res.computed == 10 and "in parallel" in res.environment["backend"]
+    assert res.computed == 2 * len(toy.CLAIM.default_seeds)
+    assert "in parallel" in res.environment["backend"]
     assert {u["threads"] for u in units.values()} == {1}
     assert {u["omp"] for u in units.values()} == {"1"}
     assert os.getpid() not in {u["pid"] for u in units.values()}
@@ -166,7 +169,8 @@ def test_a_run_that_cannot_be_pickled_runs_here_and_the_report_says_so(toy, tmp_
     with pytest.warns(PoolWarning, match="cannot be sent to a worker"):
         res = execute(claim, ctx, cache=Cache(tmp_path / "x"), progress=False,
                       backend=backend)
-    assert res.computed == 10 and len(toy.CALLS) == 10 and backend._executor is None
+    units = 2 * len(toy.CLAIM.default_seeds)
+    assert res.computed == units and len(toy.CALLS) == units and backend._executor is None
     assert res.environment["backend"].startswith("one after another in this process")
 
 
