@@ -177,16 +177,20 @@ def test_claim_specs_per_scale():
     from audit.claims import RunContext
     from audit.experiments.flayer_masked_zero import CLAIM, SCALES, specs
 
-    seeds = (0, 1, 2, 3, 4)
+    seeds = tuple(range(8))  # the three-way rule decides from 6 pairs: sweeps use 6
     smoke = specs(RunContext(CLAIM.id, "smoke", SCALES["smoke"], seeds))
-    # 6 arms x 5 seeds + (depth=vgg, cpr=5, layer=module) x 2 sweep arms x 3 sweep seeds
-    # + as-released with the x20 factor on the 3 sweep seeds = 30 + 18 + 3
-    assert len(smoke) == 51
+    # 6 arms x 8 seeds + (depth=vgg, cpr=5, layer=module, head=2) x 3 sweep arms (the
+    # premise arm and FedAvg in every cell) x 6 sweep seeds + as-released with the x20
+    # factor on the 6 sweep seeds = 48 + 72 + 6
+    assert len(smoke) == 126
     assert {s.setting for s in smoke} == {"", "depth=vgg", "cpr=5", "layer=module",
-                                          "released-lr-x20"}
+                                          "head=2", "released-lr-x20"}
     full = specs(RunContext(CLAIM.id, "full", SCALES["full"], seeds))
-    # 3 depths + 3 cpr settings + layer=module, 4 arms, 5 seeds; x20 on 5 seeds
-    assert len(full) == 30 + 7 * 4 * 5 + 5
+    # 3 depths + 3 cpr settings + layer=module + head=2, 3 arms, 6 seeds; x20 on 6 seeds
+    assert len(full) == 48 + 8 * 3 * 6 + 6
+    # fewer seeds than sweep_seeds: every seed is a sweep seed
+    assert len(specs(RunContext(CLAIM.id, "smoke", SCALES["smoke"], seeds[:5]))) == \
+        30 + 4 * 3 * 5 + 5
 
 
 def test_paper_scale_without_data_is_a_clear_error(monkeypatch):
@@ -241,7 +245,7 @@ def _tw(a, b, margin=0.054, alpha=0.05 / 3):
                            equivalence_margin=0.054, alpha=alpha)
 
 
-_B = [0.70, 0.72, 0.69, 0.71, 0.73]
+_B = [0.70, 0.72, 0.69, 0.71, 0.73, 0.705, 0.715, 0.695]  # eight seeds (six at least)
 
 
 def _ev(tw, sensitive=True):
@@ -253,10 +257,14 @@ def test_collapse_rule_reaches_each_outcome_and_is_gated_by_the_premise():
     from audit.experiments.flayer_masked_zero import RULE_COLLAPSE, premise_of
     from audit.verdict import premise_gate
 
-    big = _tw([b + 0.20 + e for b, e in zip(_B, (0, .01, -.01, .005, 0))], _B)
-    small = _tw([b + 0.00 + e for b, e in zip(_B, (0, .004, -.004, .002, 0))], _B)
-    mid = _tw([b + e for b, e in zip(_B, (0.0, 0.15, -0.05, 0.10, 0.02))], _B)
-    p = {"n": 5, "k": 3, "margin": "0.054", "rule": big.text(), "setting": "x"}
+    # no difference exactly 0: the exact sign test needs 7 of 8 seeds that differ
+    big = _tw([b + 0.20 + e for b, e in zip(_B, (.001, .01, -.01, .005, -.002, .003, -.006,
+                                                 .008))], _B)
+    small = _tw([b + 0.00 + e for b, e in zip(_B, (.001, .004, -.004, .002, -.001, .001,
+                                                   -.003, .002))], _B)
+    mid = _tw([b + e for b, e in zip(_B, (0.0, 0.15, -0.05, 0.10, 0.02, 0.12, -0.03, 0.06))],
+              _B)
+    p = {"n": 8, "k": 3, "margin": "0.054", "rule": big.text(), "setting": "x"}
     assert RULE_COLLAPSE(_ev(big), params=p).verdict.value == "CONFIRMED"
     assert RULE_COLLAPSE(_ev(small), params=p).verdict.value == "REFUTED"
     no_sens = RULE_COLLAPSE(_ev(small, sensitive=False), params=p)
@@ -266,11 +274,11 @@ def test_collapse_rule_reaches_each_outcome_and_is_gated_by_the_premise():
     assert part.flip is not None and part.resolution == pytest.approx(1 / 360)
     assert "0.054" in part.rule and "k = 3" in part.rule
     # premise: SUPPORTED -> reproduced, FALSIFIED -> not reproduced, else undecided
-    fed = [0.60, 0.63, 0.58, 0.61, 0.62]
+    fed = [0.60, 0.63, 0.58, 0.61, 0.62, 0.605, 0.625, 0.59]
     up = premise_of(_tw(_B, fed, margin=0.0, alpha=0.05))
     down = premise_of(_tw(fed, _B, margin=0.0, alpha=0.05))
-    eq = premise_of(_tw([b + e for b, e in zip(_B, (.05, -.05, .04, -.06, .01))], _B,
-                        margin=0.0, alpha=0.05))
+    eq = premise_of(_tw([b + e for b, e in zip(_B, (.05, -.05, .04, -.06, .01, -.03, .02,
+                                                    -.01))], _B, margin=0.0, alpha=0.05))
     assert (up.status, down.status, eq.status) == ("reproduced", "not reproduced",
                                                   "undecided")
     for prem, out in ((up, "CONFIRMED"), (down, "INCONCLUSIVE"), (eq, "INCONCLUSIVE")):
@@ -298,9 +306,15 @@ def test_structural_rule_reaches_each_outcome():
 def test_collapse_global_is_a_measurement_outside_the_verdict():
     from audit.experiments.flayer_masked_zero import CLAIM, RULE_COLLAPSE_GLOBAL
 
-    big = _tw([b + 0.3 for b in _B], _B)
+    big = _tw([b + 0.3 + e for b, e in zip(_B, (0, .01, -.01, .005, 0, .003, -.006, .008))],
+              _B)  # not all differences equal: the rule refuses those
     part = RULE_COLLAPSE_GLOBAL({"three_way": big, "best": "selector-mean"},
                                 params={"rule": big.text()})
     assert part.verdict.value == "INCONCLUSIVE" and part.kind == "measurement"
     assert "CONFIRMED" in part.reason  # says which way the global reading pushes
-    assert CLAIM.combination.parts == ("structural", "collapse")
+    # the claim's word is its questions'; measurement questions (global-model, head-size)
+    # never enter it
+    assert CLAIM.combination.parts == ("structural", "collapse", "carry-over-vs-literal")
+    assert "collapse-global" not in CLAIM.combination.parts
+    assert {q.kind for q in CLAIM.questions if "collapse-global" in q.parts} == {
+        "measurement"}
