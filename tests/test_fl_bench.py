@@ -57,10 +57,11 @@ def test_malloc_tuning_is_applied_once_and_can_be_declined(env, expected):
 
 
 def test_thread_counts_follow_the_usable_cores(monkeypatch):
-    from audit import runner
+    from audit.fl import cores
     from audit.fl.bench import thread_counts
 
-    monkeypatch.setattr(runner, "usable_cores", lambda: 3)
+    # the bench reads the torch-free low module (audit.fl.cores), as the runner does
+    monkeypatch.setattr(cores, "usable_cores", lambda: 3)
     assert thread_counts("1") == [1] and thread_counts("all") == [3]
     assert thread_counts("1,all") == [1, 3] and thread_counts("3,all") == [3]
     for bad in ("0", "x", "1,", "-1"):
