@@ -131,7 +131,11 @@ def test_random_chains_match_torch_func(cin, c1, k1, stride, pad, pool, second, 
     head = [nn.Flatten()]
     head += [nn.Linear(feat, hidden), nn.ReLU(), nn.Linear(hidden, 4)] if hidden else \
         [nn.Linear(feat, 4)]
-    check(nn.Sequential(body, *head), (cin, 8, 8), K=K, b=b, classes=4, seed=seed)
+    # oneDNN's grouped convolution backward aborts the process on some of these random
+    # shapes on this host's CPU (a fatal error inside torch, not a wrong number); both
+    # sides of the comparison run on torch's native kernels here instead
+    with torch.backends.mkldnn.flags(enabled=False):
+        check(nn.Sequential(body, *head), (cin, 8, 8), K=K, b=b, classes=4, seed=seed)
 
 
 def test_dropout_masks_are_drawn_from_the_torch_generator():
