@@ -34,11 +34,8 @@ import math
 from typing import Any, Mapping
 
 import numpy as np
-import torch
 
 from audit import stats
-from audit.algorithms import flayer
-from audit.algorithms.flayer import CORRECTED, eq4_multiplier, make_algorithm
 from audit.claims import (FLAYER, RECORDS, Analysis, Arm, AuditError, Claim, Figure,
                           PaperNumber, RecordRef, RunContext, RunSpec, Table)
 from audit.analysis import difference_estimate, mean_estimate, results_table
@@ -81,9 +78,19 @@ ARMS = (
     Arm("fedavg", "plain FedAvg on the same model, data and seeds", "no FLAYER piece"),
 )
 ARM_NAMES = tuple(a.name for a in ARMS)
-# each arm's piece (its server rule, as-released's client pieces) is declared with it in
-# audit.algorithms.flayer.ARMS, under the same names in the same order
-assert ARM_NAMES == tuple(flayer.ARMS), "arms out of step with audit.algorithms.flayer.ARMS"
+
+
+def _flayer():
+    """:mod:`audit.algorithms.flayer`, imported where it is used (it imports torch, which
+    listing and reviewing the claims do not need), checked against :data:`ARM_NAMES`."""
+    from audit.algorithms import flayer
+
+    # each arm's piece (its server rule, as-released's client pieces) is declared with it
+    # in audit.algorithms.flayer.ARMS, under the same names in the same order
+    assert ARM_NAMES == tuple(flayer.ARMS), \
+        "arms out of step with audit.algorithms.flayer.ARMS"
+    return flayer
+
 
 #: The arm whose gain over FedAvg is the premise: the server rule of the authors' release
 #: (CLAIMS.md) among our arms, fixed before the run (no selection on the seeds).
@@ -380,6 +387,8 @@ def _federated(cfg: Mapping, seed: int, data_dir: str | None):
 
 def run(spec: RunSpec, ctx: RunContext) -> dict:
     """One arm at one seed in one setting: per-round structure, accuracy curves."""
+    import torch
+
     from audit.fl.engine import FLConfig, run_federated
     from audit.fl.models import build_model
 
@@ -395,8 +404,8 @@ def run(spec: RunSpec, ctx: RunContext) -> dict:
         torch.manual_seed(spec.seed)
         init_norm = math.sqrt(sum(float((p.double() ** 2).sum())
                                   for p in model_fn().parameters()))
-    alg = make_algorithm(spec.arm, head_layers=head_of(spec, cfg), layer_unit=unit,
-                         released_lr_factor=factor)
+    alg = _flayer().make_algorithm(spec.arm, head_layers=head_of(spec, cfg),
+                                   layer_unit=unit, released_lr_factor=factor)
     fl = FLConfig(rounds=cfg["rounds"], clients_per_round=cpr,
                   local_epochs=cfg["local_epochs"], batch_size=cfg["batch_size"],
                   lr=cfg["lr"], seed=spec.seed, device=ctx.device,
@@ -431,6 +440,8 @@ def _planted(model_fn, fed, alg, h, drop: float, seed: int, device) -> tuple[flo
     class with probability min(1, drop / acc_c) (acc_c the client's accuracy), so the
     expected drop of every client's accuracy, and of their mean, is ``drop``. Returns
     (planted mean personalised accuracy, total personal test examples)."""
+    import torch
+
     model = model_fn().to(device)
     rng = np.random.default_rng([seed, 7])
     R = len(h.algo)
@@ -460,6 +471,7 @@ def _planted(model_fn, fed, alg, h, drop: float, seed: int, device) -> tuple[flo
 # ------------------------------------------------------------------------------ analysis
 def eq4_table() -> Table:
     """Eq. 4's multiplier eta_i / eta as ||g|| -> 0 (printed form, no floor)."""
+    eq4_multiplier = _flayer().eq4_multiplier
     rows = []
     for g in (1.0, 1e-1, 1e-2, 1e-4, 1e-8, 1e-16, 1e-32):
         ms = [eq4_multiplier(g, i, 10, floor=0.0) for i in (1, 5, 10)]
@@ -488,6 +500,7 @@ def _band_series(label, x, rows):
 
 
 def analyse(results: Mapping[RunSpec, Mapping], ctx: RunContext) -> Analysis:
+    CORRECTED = _flayer().CORRECTED
     cfg, seeds = ctx.config, list(ctx.seeds)
     E: list[Estimate] = []
     pers = results_table(results, "final_personal_acc", ARM_NAMES, seeds)
@@ -1043,6 +1056,9 @@ CLAIM = Claim(
     combination=COMBINATION,
     questions=QUESTIONS,
     stochastic=True,
+    # plain `audit run` without seeds: the first sequential look (the three-way rule
+    # decides nothing below 6 pairs; a lock is reproduced with its own plan)
+    default_seeds=tuple(range(10)),
     scales=SCALES,
     run=run,
     analyse=analyse,
