@@ -135,30 +135,44 @@ RULE_STRUCTURAL = Rule(
 )
 
 
-def _decide_collapse(ev: Mapping[str, Any]):
-    """ev: three_way (best corrected vs literal at alpha/k), best, sensitive (bool),
-    sensitivity (text), sweep (text), resolution (accuracy of one test example)."""
+def _guarded(ev: Mapping[str, Any], reason: str, missed: str, needs_more):
+    """The mapping and guard shared by ``collapse`` and ``carry-over-vs-literal``: the
+    reviewer holds when the three-way rule (``ev["three_way"]``) says SUPPORTED; a
+    refutation without assay sensitivity at the margin's scale (``ev["sensitive"]``
+    false) is INCONCLUSIVE, its ``reason`` prefixed with why (``missed`` ends that
+    preface); an INCONCLUSIVE comparison needs ``needs_more(tw)``."""
     tw = ev["three_way"]
     out = on_reviewer(tw.outcome, holds_when="SUPPORTED")
-    reason = (f"best corrected arm {ev['best']} vs literal, final personalised accuracy: "
-              f"{tw.reason} Assay sensitivity at the margin's scale: {ev['sensitivity']}. "
-              f"{ev['sweep']}")
     needs = ""
     if out == Outcome.REFUTED and not ev["sensitive"]:
         out = Outcome.INCONCLUSIVE
         reason = ("the comparison alone would refute the reviewer, but the setting has no "
-                  "assay sensitivity at the margin's scale, so a gap of the margin's size "
-                  "could have been missed: " + reason)
+                  "assay sensitivity at the margin's scale" + missed + ": " + reason)
         needs = "seeds or a setting that detect a gap of the margin's size"
     elif out == Outcome.INCONCLUSIVE:
-        mde = ("the rule cannot decide any gap at this n" if tw.mde is None else
-               f"minimum detectable gap at n = {tw.n} is {tw.mde:.3g}")
-        needs = (f"{mde}; "
-                 + (f"{tw.seeds_needed} seeds would detect the observed distance "
-                    f"{tw.difference.mean - tw.margin:+.3g} of the gap from the margin"
-                    if tw.seeds_needed else "more seeds or a larger scale"))
+        needs = needs_more(tw)
     return out, reason, needs, {"flip": tw.flip, "resolution": ev["resolution"],
                                 "unit": "accuracy"}
+
+
+def _decide_collapse(ev: Mapping[str, Any]):
+    """ev: three_way (best corrected vs literal at alpha/k), best, sensitive (bool),
+    sensitivity (text), sweep (text), resolution (accuracy of one test example)."""
+    tw = ev["three_way"]
+    reason = (f"best corrected arm {ev['best']} vs literal, final personalised accuracy: "
+              f"{tw.reason} Assay sensitivity at the margin's scale: {ev['sensitivity']}. "
+              f"{ev['sweep']}")
+
+    def needs_more(tw):
+        mde = ("the rule cannot decide any gap at this n" if tw.mde is None else
+               f"minimum detectable gap at n = {tw.n} is {tw.mde:.3g}")
+        return (f"{mde}; "
+                + (f"{tw.seeds_needed} seeds would detect the observed distance "
+                   f"{tw.difference.mean - tw.margin:+.3g} of the gap from the margin"
+                   if tw.seeds_needed else "more seeds or a larger scale"))
+
+    return _guarded(ev, reason, ", so a gap of the margin's size could have been missed",
+                    needs_more)
 
 
 RULE_COLLAPSE = Rule(
@@ -186,20 +200,14 @@ def _decide_carry(ev: Mapping[str, Any]):
     """The reviewer's falsifier as written: carry-over against literal, one comparison
     fixed before the run (no best-of-k), mapped and guarded as `collapse`."""
     tw = ev["three_way"]
-    out = on_reviewer(tw.outcome, holds_when="SUPPORTED")
     reason = (f"carry-over vs literal, final personalised accuracy: {tw.reason} Assay "
               f"sensitivity: {ev['sensitivity']}.")
-    needs = ""
-    if out == Outcome.REFUTED and not ev["sensitive"]:
-        out = Outcome.INCONCLUSIVE
-        reason = ("the comparison alone would refute the reviewer, but the setting has no "
-                  "assay sensitivity at the margin's scale: " + reason)
-        needs = "seeds or a setting that detect a gap of the margin's size"
-    elif out == Outcome.INCONCLUSIVE:
-        needs = (f"{tw.seeds_needed} seeds would detect the observed distance from the "
-                 f"margin" if tw.seeds_needed else "more seeds or a larger scale")
-    return out, reason, needs, {"flip": tw.flip, "resolution": ev["resolution"],
-                                "unit": "accuracy"}
+
+    def needs_more(tw):
+        return (f"{tw.seeds_needed} seeds would detect the observed distance from the "
+                f"margin" if tw.seeds_needed else "more seeds or a larger scale")
+
+    return _guarded(ev, reason, "", needs_more)
 
 
 RULE_CARRY = Rule(
