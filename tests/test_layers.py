@@ -1,10 +1,9 @@
 """The package's layers: import contracts, torch-free listing, one RunContext serialisation.
 
 - ``lint-imports`` (import-linter, the contracts in ``pyproject.toml``) passes;
-- ``audit list`` and ``audit review`` import no torch from the core (the CLI, the claim
-  registry, reports, coverage); a claim module that still imports torch at import time is
-  named, and only the ones known today are tolerated (an expected failure until they
-  import it where they run);
+- ``audit list`` and ``audit review`` import no torch: neither the core (the CLI, the claim
+  registry, reports, coverage) nor any claim module at import time (a claim imports torch,
+  and its algorithm pieces, where it runs); the module that led to an import is named;
 - the low modules (``audit.keys``, ``audit.seeds``) are what the old names re-export, and
   the FLAYER server compositions are the engine's named ones, the same objects.
 """
@@ -22,15 +21,6 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-
-#: Claim modules that import torch when imported (through their algorithm pieces); the
-#: claim rewrite (issue 29, item 2) moves those imports into the code that runs. None may
-#: be added.
-EAGER_TORCH_CLAIMS = {
-    "audit.experiments.flayer_masked_zero",
-    "audit.experiments.fedtlu_lower_bound",
-    "audit.experiments.lips_dropout_control",
-}
 
 # Runs a CLI command with every `import torch...` statement watched: for each, the
 # innermost claim module on the stack (the one whose import led there), else the module
@@ -72,14 +62,12 @@ def _run_watched(*args: str) -> dict:
 
 
 def _check_torch_free(result: dict) -> None:
-    if not result["torch"]:
-        return
     blamed = set(result["blamed"])
     core = sorted(b for b in blamed if not b.startswith("audit.experiments."))
     assert not core, f"the core imports torch on this path: {core}"
-    new = sorted(blamed - EAGER_TORCH_CLAIMS)
-    assert not new, f"claim modules import torch at import time: {new}"
-    pytest.xfail(f"claim modules still import torch at import time: {sorted(blamed)}")
+    claims = sorted(blamed - set(core))
+    assert not claims, f"claim modules import torch at import time: {claims}"
+    assert not result["torch"], "torch was imported on this path (by no import statement)"
 
 
 def test_audit_list_imports_no_torch():
