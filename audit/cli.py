@@ -166,7 +166,7 @@ def _parser() -> argparse.ArgumentParser:
                         help="skip the ETA printed before a full or paper scale run (it "
                              "comes from `audit estimate`, stored in the cache once measured)")
         sp.add_argument("--until-decided", action="store_true",
-                        help="add seeds in looks planned before the run (5, 10, 20, ... up "
+                        help="add seeds in looks planned before the run (10, 20, ... up "
                              "to --max-seeds) with alpha spent across them; stop at the "
                              "first look where every part entering the verdict is decided")
         sp.add_argument("--max-seeds", type=_positive_int, default=None,

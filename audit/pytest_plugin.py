@@ -5,7 +5,7 @@ and seeds in the header (so any run can be repeated by copy-paste), gives falsif
 modules the ``audit_run`` fixture (run a claim once per session, return its result), and
 ends with one summary section: a line per claim with its verdict, its lock and seconds.
 
-    pytest falsifiers/ --audit-scale smoke --audit-seeds 0,1,2,3,4
+    pytest falsifiers/ --audit-scale smoke --audit-seeds 10
     pytest falsifiers/ --audit-update-locks      # rewrite locks from this run (snapshot)
     pytest falsifiers/ --audit-report-dir reports # also write the reports
 
@@ -35,7 +35,7 @@ def pytest_addoption(parser):
                     help="also write <id>.json/.md reports and the index here")
     group.addoption("--audit-device", default="cpu", help="cpu or cuda")
     group.addoption("--audit-until-decided", action="store_true", default=False,
-                    help="run every claim sequentially (looks 5, 10, 20 ... up to "
+                    help="run every claim sequentially (looks 10, 20 ... up to "
                          "--audit-max-seeds); a lock recorded with a plan is always "
                          "reproduced with it")
     group.addoption("--audit-max-seeds", default=20, type=int,
@@ -130,7 +130,7 @@ def pytest_configure(config):
 
 def pytest_report_header(config):
     s = config.stash[_SESSION_KEY]
-    seeds = ("each claim's default (0,1,2,3,4), or its lock's sequential looks"
+    seeds = ("each claim's default, or its lock's sequential looks"
              if s.seeds is None else s.seeds)
     return [f"audit: scale={s.scale} seeds={seeds} device={s.device}"
             + (" (updating locks)" if s.update_locks else "")]

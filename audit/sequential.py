@@ -3,7 +3,7 @@
 Running 5 seeds, looking, then running more because the answer was close inflates every
 error rate unless the looks are planned and alpha is spent across them (docs/STATISTICS.md,
 "Sequential looks"). A :class:`Plan` fixes the seed counts of the
-looks (5, 10, 20, ... up to the cap) before the run and gives each look a share of every
+looks (10, 20, ... up to the cap) before the run and gives each look a share of every
 rule's alpha from a Lan-DeMets spending function of the information fraction t = n / cap:
 
 * ``pocock`` (the default): ``alpha(t) = alpha * ln(1 + (e - 1) t)``, which spends a fair
