@@ -170,7 +170,8 @@ def _parser() -> argparse.ArgumentParser:
                              "to --max-seeds) with alpha spent across them; stop at the "
                              "first look where every part entering the verdict is decided")
         sp.add_argument("--max-seeds", type=_positive_int, default=None,
-                        help="the cap of --until-decided (default 20)")
+                        help="the cap of --until-decided (default: 10 at smoke scale, one "
+                             "look; 20 at full and paper, looks at 10 and 20)")
         sp.add_argument("--spending", default="pocock", choices=("pocock", "obrien-fleming"),
                         help="alpha-spending shape of --until-decided (default pocock)")
 
@@ -468,9 +469,9 @@ def _plan(args, claim):
         if args.seed_list is None:
             raise AuditError("--until-decided chooses the seed counts itself; give "
                              "--max-seeds N (and optionally --seed-list as the seed pool)")
-    from audit.sequential import DEFAULT_CAP, plan
+    from audit.sequential import default_cap, plan
 
-    cap = args.max_seeds or DEFAULT_CAP
+    cap = args.max_seeds or default_cap(args.scale)
     from audit.runner import max_seeds
 
     if cap < 2:

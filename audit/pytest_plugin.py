@@ -38,8 +38,9 @@ def pytest_addoption(parser):
                     help="run every claim sequentially (looks 10, 20 ... up to "
                          "--audit-max-seeds); a lock recorded with a plan is always "
                          "reproduced with it")
-    group.addoption("--audit-max-seeds", default=20, type=int,
-                    help="cap of --audit-until-decided (default 20)")
+    group.addoption("--audit-max-seeds", default=None, type=int,
+                    help="cap of --audit-until-decided (default: 10 at smoke, 20 at "
+                         "full and paper)")
     group.addoption("--audit-cache-dir", default=None,
                     help="run cache (default $AUDIT_CACHE, else ~/.cache/audit)")
 
@@ -63,7 +64,12 @@ class AuditSession:
         self.device = config.getoption("audit_device")
         self.update_locks = config.getoption("audit_update_locks")
         self.until_decided = config.getoption("audit_until_decided")
-        self.max_seeds = int(config.getoption("audit_max_seeds"))
+        cap = config.getoption("audit_max_seeds")
+        if cap is None:
+            from audit.sequential import default_cap
+
+            cap = default_cap(self.scale)
+        self.max_seeds = int(cap)
         rd = config.getoption("audit_report_dir")
         self.report_dir = Path(rd) if rd else None
         cd = config.getoption("audit_cache_dir")
@@ -75,7 +81,8 @@ class AuditSession:
         self._unreported: list[dict] = []  # runs of this process not yet in a test report
 
     def plan_for(self, claim):
-        """The sequential plan to run: ``--audit-until-decided`` (cap 20), else the plan
+        """The sequential plan to run: ``--audit-until-decided`` (cap 10 at smoke, 20
+        above), else the plan
         the claim's lock at this scale was recorded with; none when seeds are given."""
         if not claim.stochastic or self.seeds is not None:
             return None

@@ -849,7 +849,7 @@ def _write_index(out_dir: Path, claims: Mapping[str, Claim | PendingClaim]) -> P
             "Regenerate with `audit run --all --until-decided"
             + ("" if scales <= {"smoke"} else
                f" --scale {'|'.join(sorted(scales))} --out {out_dir.as_posix()}")
-            + "` (looks at 10 and 20 seeds); re-render without rerunning with `audit "
+            + "` (smoke: one look at 10 seeds; full and paper: looks at 10 and 20); re-render without rerunning with `audit "
             "report" + ("" if scales <= {"smoke"} else f" --out {out_dir.as_posix()}")
             + "`.", "",
             "Premise: the paper's own effect that the claim is about, measured first "

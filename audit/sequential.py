@@ -42,6 +42,16 @@ SPENDING = ("pocock", "obrien-fleming")
 # nothing; the default plan looks at 10 and 20 seeds
 FIRST_LOOK = 10
 DEFAULT_CAP = 20
+# The cap by scale. Smoke is the regression scale (CI reruns every falsifier at it on two
+# cores): one look at 10 seeds with the whole alpha. The evidence scales (full, paper)
+# look at 10 and 20.
+SCALE_CAPS = {"smoke": 10}
+
+
+def default_cap(scale: str) -> int:
+    """The cap of ``--until-decided`` when none is given: 10 seeds at smoke scale (one
+    look), else :data:`DEFAULT_CAP` (looks at 10 and 20)."""
+    return SCALE_CAPS.get(scale, DEFAULT_CAP)
 
 
 def _spent(t: float, shape: str, alpha: float) -> float:

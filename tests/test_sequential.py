@@ -196,3 +196,14 @@ def test_verify_reruns_a_sequential_lock_with_its_plan(toy, capsys, monkeypatch,
         "plan": {"looks": [10, 20], "spending": "pocock"}}}}))
     assert main(["verify", "toy-claim", "--quiet"]) == 1
     assert "stopped at n = 10 seeds" in capsys.readouterr().err
+
+
+def test_the_default_cap_is_one_look_at_smoke_and_two_above(toy, tmp_path):
+    from audit.sequential import default_cap
+
+    assert (default_cap("smoke"), default_cap("full"), default_cap("paper")) == (10, 20, 20)
+    out = tmp_path / "r"
+    assert main(["run", "toy-claim", "--out", str(out), "--quiet", "--until-decided"]) == 0
+    data = json.loads((out / "toy-claim.json").read_text())
+    assert data["plan"]["looks"] == [10] and data["plan"]["fractions"] == [1.0]
+    assert "--until-decided --max-seeds 10" in data["command"]
