@@ -231,7 +231,12 @@ def _parser() -> argparse.ArgumentParser:
     tu.add_argument("--arms", required=True, type=lambda t: [a for a in t.split(",") if a],
                     help="comma-separated arms to run, e.g. fedbn,lips")
     tu.add_argument("--metric", required=True,
-                    help="a key of a unit's result, e.g. test_acc or final_personal_acc")
+                    help="a key of a unit's result that reads validation data, e.g. "
+                         "val_acc; a test-set metric (test_acc, ...) is refused")
+    tu.add_argument("--allow-test-metric", action="store_true",
+                    help="run the pilot on a test-set metric anyway, with a warning (the "
+                         "verdict reads the same test set: a setting chosen on it is "
+                         "chosen on the verdict's data)")
     tu.add_argument("--grid", action="append", default=[], metavar="KEY=V1,V2,...",
                     type=_grid_axis, help="config values to try (JSON each); repeatable: "
                     "every combination runs")
@@ -677,7 +682,12 @@ def cmd_tune(args) -> int:
                         cache=cache, overrides=dict(args.overrides),
                         contrast=args.contrast or (), device=args.device,
                         data_dir=args.data_dir,
-                        progress=lambda m: print(m, file=sys.stderr, flush=True))
+                        progress=lambda m: print(m, file=sys.stderr, flush=True),
+                        allow_test_metric=args.allow_test_metric)
+    if args.allow_test_metric and tuning.reads_the_test_set(args.metric):
+        print(f"warning: metric {args.metric!r} reads the test set that verdicts read; a "
+              f"setting chosen on it is not a fair choice (use a validation metric)",
+              file=sys.stderr)
     seeds = tuning.tuning_seeds(args.seeds)
     if args.json:
         print(json.dumps([{"overrides": r.overrides, "values": r.values,

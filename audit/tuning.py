@@ -92,10 +92,21 @@ class PilotRow:
         return line
 
 
+def reads_the_test_set(metric: str) -> bool:
+    """Whether a result key names a test-set metric (``test_acc``, ``final_test_loss``,
+    ``agnostic_test_acc``, ``testacc``...): a word ``test`` in it, split at ``_``, ``-``
+    and ``.``, or a word that starts with ``test``. The verdict reads the test set, so a
+    setting chosen on it would be chosen on the verdict's own data."""
+    import re
+
+    return any(w == "test" or w.startswith("test")
+               for w in re.split(r"[_.\-]+", metric.lower()) if w)
+
+
 def pilot(claim, scale: str, grid: Mapping[str, Sequence], arms: Sequence[str],
           metric: str, n_seeds: int = 3, *, cache, overrides: Mapping | None = None,
           contrast: Sequence[str] = (), device: str = "cpu", data_dir: str | None = None,
-          progress=None) -> list[PilotRow]:
+          progress=None, allow_test_metric: bool = False) -> list[PilotRow]:
     """Run ``arms`` of ``claim`` at ``scale`` on the first ``n_seeds`` tuning seeds, once
     for each point of ``grid`` (config overrides, checked like ``--set``), and read
     ``metric`` (a key of a unit's result) from every unit. Units run through ``cache``
@@ -103,7 +114,15 @@ def pilot(claim, scale: str, grid: Mapping[str, Sequence], arms: Sequence[str],
 
     ``contrast``: two groups (arm names, or "arm/setting" for claims with several units an
     arm and seed) whose paired per-seed difference is summarised per candidate. Returns
-    one :class:`PilotRow` per grid point; the caller writes the :class:`Search` record."""
+    one :class:`PilotRow` per grid point; the caller writes the :class:`Search` record.
+
+    A ``metric`` that reads the test set (:func:`reads_the_test_set`) is refused unless
+    ``allow_test_metric``: tuning reads a validation metric; the test set is what the
+    verdict reads (and its split does not change with the seed range)."""
+    if reads_the_test_set(metric) and not allow_test_metric:
+        raise AuditError(f"metric {metric!r} reads the test set, which the verdict reads: "
+                         f"tune on a validation metric (e.g. val_acc), or pass "
+                         f"--allow-test-metric to run the pilot anyway (it is flagged)")
     from audit.keys import data_identity
     from audit.runner import make_context
 

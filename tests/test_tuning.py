@@ -235,3 +235,23 @@ def test_the_eta_counts_the_cores_a_local_ray_instance_runs_on(toy, monkeypatch,
     eta = cli._Eta(args, [(toy.CLAIM, ctx)], {}, Cache(tmp_path / "c"))
     assert eta.todo["toy-claim"] == (1200.0 / workers, 3, 3)
     assert f"ETA: {1200.0 * 3 / workers / 60:.0f} min for 1 claim(s)" in capsys.readouterr().err
+
+
+def test_a_test_set_metric_is_refused_unless_allowed_and_then_flagged(toy, tmp_path,
+                                                                      capsys):
+    from audit.cli import main
+    from audit.tuning import reads_the_test_set
+
+    assert all(reads_the_test_set(m) for m in ("test_acc", "final_test_loss", "testacc",
+                                               "agnostic-test.acc", "TEST_ACC"))
+    assert not any(reads_the_test_set(m) for m in ("val_acc", "score", "latest_acc",
+                                                   "contest", "val_attest"))
+    argv = ["tune", "toy-claim", "--arms", "base", "--metric", "test_score", "--seeds",
+            "2", "--cache-dir", str(tmp_path / "c")]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert "reads the test set" in err and "--allow-test-metric" in err
+    # allowed: the pilot reaches the unit (the toy has no such key: its own clear error),
+    # so the guard, not the metric lookup, is what refused above
+    assert main(argv + ["--allow-test-metric"]) == 2
+    assert "has no metric 'test_score'" in capsys.readouterr().err
