@@ -32,7 +32,10 @@ class Search:
     ``seeds`` must all be tuning seeds; ``tried`` lists each candidate with what the pilot
     measured on it (plain text, numbers included). ``verdict_seeds_used`` is True for a
     choice made, before this rule existed, on seeds a verdict also uses: the report then
-    says so instead of hiding it."""
+    says so instead of hiding it. ``test_metric_read`` is True for a choice made on a
+    test-set metric (before ``audit tune`` refused one): the tuning seeds train other
+    models, but the test examples can be the ones the verdict reads, so the report flags
+    it."""
 
     scale: str
     question: str
@@ -41,6 +44,7 @@ class Search:
     chosen: str
     why: str
     verdict_seeds_used: bool = False
+    test_metric_read: bool = False
 
     def __post_init__(self):
         if not self.verdict_seeds_used and not is_tuning(self.seeds):
@@ -51,12 +55,16 @@ class Search:
     def to_dict(self) -> dict:
         return {"scale": self.scale, "question": self.question, "seeds": list(self.seeds),
                 "tried": list(self.tried), "chosen": self.chosen, "why": self.why,
-                "verdict_seeds_used": self.verdict_seeds_used}
+                "verdict_seeds_used": self.verdict_seeds_used,
+                "test_metric_read": self.test_metric_read}
 
     def markdown(self) -> str:
         seeds = ", ".join(str(s) for s in self.seeds) or "none"
         warn = (" **Chosen on verdict seeds** (made before tuning seeds were reserved; "
                 "not yet re-chosen)." if self.verdict_seeds_used else "")
+        if self.test_metric_read:
+            warn += (" **Chosen on a test-set metric** (tuning seeds, but test examples "
+                     "the verdict may read; not yet re-chosen on validation data).")
         tried = "".join(f"\n  - {t}" for t in self.tried)
         return (f"- **{self.question}** (scale {self.scale}; seeds {seeds}).{warn} "
                 f"Tried:{tried}\n  - chosen: {self.chosen}. Why: {self.why}")

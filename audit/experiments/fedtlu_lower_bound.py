@@ -1005,7 +1005,8 @@ SEARCHES = (
            "--metric ppl_final --grid lr=0.5,0.25 --contrast random/noisy:fedtlu/noisy`)",
            "the larger premise effect and the lower perplexity; the other full settings "
            "(text size, context, rounds, width) are sized by `audit estimate` to end within "
-           "about 45 minutes at the cap of 20 seeds, not by any result"),
+           "about 45 minutes at the cap of 20 seeds, not by any result",
+           test_metric_read=True),
 )
 
 

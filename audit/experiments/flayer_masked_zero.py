@@ -1044,7 +1044,8 @@ SEARCHES = (
            "--contrast selector-mean:fedavg`)",
            "the largest premise effect; the model, clients and rounds are stated choices "
            "(the small CNN of the smoke scale at 40 rounds, with deeper models and fewer "
-           "clients a round as sweeps), sized to about 45 minutes at the cap of 20 seeds"),
+           "clients a round as sweeps), sized to about 45 minutes at the cap of 20 seeds",
+           test_metric_read=True),
 )
 
 

@@ -881,7 +881,8 @@ SEARCHES = (
            "agnostic clients' accuracy more dependent on which layers the gene holds, the "
            "comparison the reviewer's test makes; clients, rounds and clusters are sized "
            "to the data (digits' classes 7-9 hold 426 samples) and to about 45 minutes at "
-           "the cap of 20 seeds, not by any result"),
+           "the cap of 20 seeds, not by any result",
+           test_metric_read=True),
 )
 
 

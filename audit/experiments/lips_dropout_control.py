@@ -1290,7 +1290,8 @@ SEARCHES = (
            "fedbn,lips --metric test_acc --grid rounds=60,100 --grid lr=0.1,0.03 "
            "--contrast lips/cand=0:fedbn/cand=0`, 50 clients)",
            "the largest LIPS - FedBN gain for both tuning candidates, at the cost of the "
-           "60-round settings, with FedBN furthest from the ceiling (87 against 94-96 %)"),
+           "60-round settings, with FedBN furthest from the ceiling (87 against 94-96 %)",
+           test_metric_read=True),
     Search("full", "clients at full scale: 50 clients would take about 55 minutes at the "
            "cap of 20 seeds (340 units of about 9.5 s measured), so 40; is the learning "
            "rate still the one where LIPS's gain shows most?", tuning_seeds(3),
@@ -1299,7 +1300,8 @@ SEARCHES = (
             "40 clients, lr 0.03: FedBN 86.64, LIPS 87.31 and 88.14; +0.67 (SD 1.30)"),
            "40 clients, lr 0.03 (`audit tune ... --set n_clients=40 --set rounds=60 "
            "--grid lr=0.1,0.03`)",
-           "the time budget sets the clients; lr 0.03 still gives LIPS its larger gain"),
+           "the time budget sets the clients; lr 0.03 still gives LIPS its larger gain",
+           test_metric_read=True),
     Search("full", "size of the planted handicap at full scale (d = 2 points)",
            tuning_seeds(5),
            ("50 clients: short_fraction 0.8 (48 of 60 rounds): FedBN - short FedBN 4.39 "
