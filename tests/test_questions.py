@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from audit import claims, coverage, papers, questions, report
+from audit import claims, coverage, questions, report
 from audit.questions import Question
 from audit.verdict import Outcome, Part
 
@@ -99,27 +99,7 @@ def test_question_flip_is_caught_against_the_lock(toy, tmp_path):
     assert res.question_flips() == [("claim", "REFUTED", qa["verdict"])]
 
 
-# ------------------------------------------------------------------ built-in claims
-BUILT = [c for c in claims.registry().values() if isinstance(c, claims.Claim)
-         and not c.origin]
-
-
-@pytest.mark.parametrize("claim", BUILT, ids=[c.id for c in BUILT])
-def test_every_question_is_decided_by_real_parts_of_matching_kind(claim):
-    assert claim.questions, f"{claim.id} declares no questions"
-    rules = {r.part: r for r in claim.rules}
-    notes = papers.notes(claim.paper.arxiv_id)
-    for q in claim.questions:
-        assert set(q.parts) <= set(rules), (q.id, q.parts)
-        kinds = {rules[p].kind for p in q.parts}
-        if q.kind == "proof":
-            assert kinds == {"derivation"}, (q.id, kinds)
-        if q.kind == "measurement":
-            assert kinds == {"measurement"}, (q.id, kinds)
-        else:
-            assert "measurement" not in kinds, (q.id, kinds)
-        assert set(q.fields) <= set(notes), (q.id, set(q.fields) - set(notes))
-    assert len({q.id for q in claim.questions}) == len(claim.questions)
+# every built-in claim's questions are checked by audit.checks (tests/test_claim_checks.py)
 
 
 def _committed(scale_dir: Path):

@@ -176,7 +176,7 @@ def _invariant_decide(ev):
 
 RULE_INVARIANT = Rule(
     "scale-invariant",
-    "A seeded sweep (numpy default_rng(0)) of random updates (n in {2, 10, 100, 1000}; "
+    "A seeded sweep (numpy default_rng(0)) of random updates (n in {sizes}; "
     "normal, uniform and 80%-sparse entries; |mean|/sd up to 10) each scaled by 5 random "
     "c = +-10^u, u uniform in [-6, 6]; the project's score() (guarded arm) and the literal "
     f"formula. CONFIRMED when, in both arms, the largest relative change of the score under "
@@ -196,7 +196,8 @@ def analyse(results, ctx: RunContext) -> Analysis:
     di = max(s["max_rel_dev_identity"] for s in sw.values())
     parts = (RULE_UNDEFINED({"literal": lit["cases"]}),
              RULE_INVARIANT({"max_rel_dev_scale": ds, "max_rel_dev_identity": di,
-                             "n": cfg["n_updates"], "k": cfg["scales_per_update"]}))
+                             "n": cfg["n_updates"], "k": cfg["scales_per_update"]},
+                            params={"sizes": ", ".join(str(int(s)) for s in cfg["sizes"])}))
 
     def fin(v):  # estimates carry finite numbers; nan / inf are shown in the table
         return v if math.isfinite(v) else float("nan")
