@@ -33,20 +33,34 @@ Public API (stable; falsifiers import these names)
   path a run takes (reports and the bench record it).
 - ``client_steps(n, config, round, client_id) -> [(epoch, indices), ...]``: the
   minibatch order of one client in one round (algorithms that probe with the same
-  batches use it).
+  batches use it); ``budgeted_steps(n, config, round, client_id, algorithm)``: that
+  order cut to the client's budget (``Algorithm.local_steps``), the steps it takes.
 
 One round r (1-based) of ``run_federated``:
 
     ids      = sampled clients (all if clients_per_round is None), sorted
+    algorithm.on_round_start(r, tuple(ids))
     for k in ids:
         recv_k  = algorithm.broadcast(global, k, r)
         start_k = algorithm.client_init(recv_k, client_state[k], k, r)
-        after_k = local SGD from start_k (hooks: param_lr_scale, regularizer)
+        steps_k = client_steps(n_k, config, r, k)[:algorithm.local_steps(k, r, planned)]
+        after_k = local SGD from start_k over steps_k (hooks: param_lr_scale, regularizer)
         client_state[k] = algorithm.update_client_state(client_state[k], start_k, after_k, k, r)
-        up_k    = algorithm.upload(start_k, after_k, k, r, n_samples=n_k)
-    global = algorithm.aggregate(global, [up_k], r)
-    global = algorithm.server_post(global, r, server_rng)
-    metrics: algorithm.round_metrics(...) every round; evaluation every eval_every rounds
+        up_k    = algorithm.upload(start_k, after_k, k, r, n_samples=n_k)  # None: dropped
+    arrived = [up_k that are not None], senders = their k
+    if arrived:
+        global = algorithm.aggregate(global, arrived, r)
+        global = algorithm.server_post(global, r, server_rng)
+    (else the round keeps the previous global model: nothing arrived to aggregate)
+    metrics: algorithm.round_metrics(r, global, prev, arrived, senders) every round;
+    evaluation every eval_every rounds
+
+Client-side hooks, in short: ``on_round_start`` sees the sampled clients before any
+trains; ``local_steps`` is a client's work budget (None: every planned step; k: the
+first k minibatch steps of the planned order, cut inside an epoch if need be, on both
+paths; 0: no training, ``after`` is the start state); ``upload`` returning None drops
+the client's message. With every hook at its default a run is the same, bit for bit, as
+before these hooks existed (tested).
 
 Local training is SGD as in ``torch.optim.SGD`` (dampening 0, no Nesterov):
 g <- grad + wd * w; b <- momentum * b + g (b starts at 0, so b_1 = g_1); w <- w - lr * s * b,
@@ -96,11 +110,11 @@ from .data import FederatedData
 from .evaluation import History, evaluate, layer_stats
 from .hooks import Algorithm, FedBN, FedProx
 from .models import layer_names
-from .training import _Trainer, batched_path, client_steps
+from .training import _Trainer, batched_path, budgeted_steps, client_steps
 
 __all__ = [
     "AMP_MODES", "Algorithm", "FLConfig", "FedBN", "FedProx", "History", "batched_path",
-    "client_steps", "evaluate", "layer_stats", "on_rounds", "run_federated", "save_atomic",
+    "budgeted_steps", "client_steps", "evaluate", "layer_stats", "on_rounds", "run_federated", "save_atomic",
 ]
 
 
@@ -250,6 +264,7 @@ def _run(model_fn, fed: FederatedData, alg: Algorithm, cfg: FLConfig, reference_
         else:
             ids = sorted(sample_rng.choice(n_clients, cfg.clients_per_round,
                                            replace=False).tolist())
+        alg.on_round_start(r, tuple(ids))
         starts = [alg.client_init(alg.broadcast(global_state, k, r), client_states[k], k, r)
                   for k in ids]
         if cfg.fast and len(ids) > 1:
@@ -258,15 +273,21 @@ def _run(model_fn, fed: FederatedData, alg: Algorithm, cfg: FLConfig, reference_
         else:
             afters = [trainer.train_one(s, fed.clients[k].x_train, fed.clients[k].y_train, k, r)
                       for s, k in zip(starts, ids)]
-        uploads = []
+        uploads, senders = [], []
         for k, s, a in zip(ids, starts, afters):
             client_states[k] = alg.update_client_state(client_states[k], s, a, k, r)
-            uploads.append(alg.upload(s, a, k, r, n_samples=sizes[k]))
+            up = alg.upload(s, a, k, r, n_samples=sizes[k])
+            if up is not None:  # None: the upload is dropped (see Algorithm.upload)
+                uploads.append(up)
+                senders.append(k)
         prev = global_state
-        global_state = alg.aggregate(prev, uploads, r)
-        global_state = alg.server_post(global_state, r, server_rng)
-        rec["algo"].append({k: float(v) for k, v in
-                            alg.round_metrics(r, global_state, prev, uploads, ids).items()})
+        if uploads:
+            global_state = alg.aggregate(prev, uploads, r)
+            global_state = alg.server_post(global_state, r, server_rng)
+        else:  # every upload dropped: nothing to aggregate, the global model stays
+            global_state = dict(prev)
+        rec["algo"].append({k: float(v) for k, v in alg.round_metrics(
+            r, global_state, prev, uploads, senders).items()})
         if reference_round is not None and r == reference_round:
             reference = {k: v.clone() for k, v in global_state.items()}
         if r % cfg.eval_every == 0 or r == cfg.rounds:

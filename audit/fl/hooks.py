@@ -41,6 +41,14 @@ class Algorithm:
         """Initial persistent per-client state. Default None (stateless clients)."""
         return None
 
+    def on_round_start(self, round: int, sampled_client_ids: Sequence[int]) -> None:
+        """Called once per round, after the clients are sampled and before any of them
+        receives the model or trains: ``sampled_client_ids`` are the round's clients,
+        sorted (a tuple). A client-side claim decides here what the round's clients do
+        (which of them straggle, drop out, get a smaller budget), from the round and its
+        own seed, so the choice is the same on both training paths. Anything it keeps
+        on ``self`` beyond the round belongs in :meth:`state_dict`. Default: nothing."""
+
     # -- client side -----------------------------------------------------------------
     def broadcast(self, global_state: State, client_id: int, round: int) -> State:
         """What the server sends to a client. Default: the whole global state."""
@@ -73,19 +81,41 @@ class Algorithm:
         """Extra loss term; pure torch code (it runs under ``vmap`` in the fast path)."""
         raise NotImplementedError
 
+    def local_steps(self, client_id: int, round: int, planned: int) -> Optional[int]:
+        """How many of its ``planned`` minibatch steps this client takes in this round
+        (its work budget). ``planned`` counts the steps of ``local_epochs`` epochs in the
+        engine's order (``client_steps``); a budget k < planned keeps the first k of
+        them, cutting an epoch short if need be, on both training paths, and the later
+        minibatches are never computed. None (the default): every planned step; a
+        number above ``planned`` means the same. 0: the client trains not at all, so
+        its ``after`` is its start state; :meth:`upload` then decides whether that
+        unchanged model is sent (the default sends it) or the client counts as a
+        straggler whose upload is dropped (return None there). Called once per sampled
+        client and round, in ascending client order, after :meth:`client_init`."""
+        return None
+
     def update_client_state(self, client_state: Any, start: State, after: State,
                             client_id: int, round: int) -> Any:
         """Persistent state after local training. Default: unchanged."""
         return client_state
 
     def upload(self, before: State, after: State, client_id: int, round: int,
-               n_samples: int) -> Upload:
-        """The client's message. Default: full state, no mask, weight n_k."""
+               n_samples: int) -> Optional[Upload]:
+        """The client's message. Default: full state, no mask, weight n_k.
+
+        None drops it: the server never sees this client this round (a straggler past
+        the deadline, a client that dropped out). Aggregation, ``round_metrics`` and the
+        weights see only the uploads that arrived; a round in which every upload is
+        dropped keeps the previous global model (the engine calls neither
+        :meth:`aggregate` nor :meth:`server_post` then). ``update_client_state`` has
+        already run: what the client learnt stays with it."""
         return Upload(after, None, float(n_samples))
 
     # -- server side -----------------------------------------------------------------
     def aggregate(self, prev: State, uploads: Sequence[Upload], round: int) -> dict:
-        """New global state. Default: ``self.rule`` or FedAvg's weighted mean."""
+        """New global state from the uploads that arrived (never an empty list: a round
+        without uploads keeps ``prev``). Default: ``self.rule`` or FedAvg's weighted
+        mean."""
         return (self.rule or fedavg())(prev, uploads)
 
     def server_post(self, global_state: State, round: int, rng: np.random.Generator) -> dict:
@@ -102,7 +132,9 @@ class Algorithm:
 
     def round_metrics(self, round: int, global_state: State, prev_global: State,
                       uploads: Sequence[Upload], client_ids: Sequence[int]) -> dict:
-        """Algorithm-specific metrics (name -> float), every round. Default: none."""
+        """Algorithm-specific metrics (name -> float), every round. ``uploads`` are the
+        uploads that arrived and ``client_ids`` their senders, in the same order (the
+        sampled clients when none is dropped); both may be empty. Default: none."""
         return {}
 
     # -- checkpoints -----------------------------------------------------------------

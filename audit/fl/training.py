@@ -1,6 +1,8 @@
 """Local training: the clients' SGD in the round loop, on two paths.
 
 - :func:`client_steps`: the minibatch order of one client in one round.
+- :func:`budgeted_steps`: that order cut to the client's work budget
+  (``Algorithm.local_steps``), the steps both paths actually take.
 - :func:`batched_path`: which path a run takes ("chain", "vmap" or "sequential").
 - ``_Trainer``: the sequential reference (``train_one``: one client after another) and
   the batched clients (``train_many``: one call trains many clients' local steps, with
@@ -24,7 +26,7 @@ from .evaluation import _loss_and_correct
 from .grouped import compile_chain
 from .hooks import Algorithm
 
-__all__ = ["batched_path", "client_steps"]
+__all__ = ["batched_path", "budgeted_steps", "client_steps"]
 
 
 def client_steps(n: int, cfg: FLConfig, round: int, client_id: int) -> list:
@@ -38,6 +40,27 @@ def client_steps(n: int, cfg: FLConfig, round: int, client_id: int) -> list:
             batches = batches[:-1]
         steps += [(e, b) for b in batches]
     return steps
+
+
+def budgeted_steps(n: int, cfg: FLConfig, round: int, client_id: int,
+                   alg: Algorithm) -> list:
+    """The steps one client takes in one round: :func:`client_steps` cut after the
+    first ``alg.local_steps(client_id, round, planned)`` minibatches (all of them when
+    it says None; at most the planned ones when it says more).
+
+    The cut is at step granularity, inside an epoch if need be, and keeps the planned
+    order, so a client with budget k computes exactly what a client whose round had
+    only those k minibatches would (the later minibatches are never drawn into a
+    step). Both training paths take their steps from here."""
+    planned = client_steps(n, cfg, round, client_id)
+    budget = alg.local_steps(client_id, round, len(planned))
+    if budget is None:
+        return planned
+    if isinstance(budget, bool) or not isinstance(budget, (int, np.integer)) or budget < 0:
+        raise ValueError(f"{type(alg).__name__}.local_steps returned {budget!r} for client "
+                         f"{client_id} in round {round}; expected None or a whole number "
+                         f">= 0")
+    return planned[:int(budget)]
 
 
 def _sgd_(p, g, m, lr, cfg: FLConfig) -> None:
@@ -151,7 +174,7 @@ class _Trainer:
         ctx = self.alg.regularizer_context(start, cid, r)
         gfn = grad(self._loss)
         scale, last_g, cur_epoch = None, None, -1
-        for epoch, idx in client_steps(len(y), cfg, r, cid):
+        for epoch, idx in budgeted_steps(len(y), cfg, r, cid, self.alg):
             if epoch != cur_epoch:
                 cur_epoch = epoch
                 scale = self._scale(params, cid, r, epoch, last_g)
@@ -244,7 +267,10 @@ class _Trainer:
         concatenated; client j's samples are ``offsets[j] : offsets[j] + sizes[j]``."""
         cfg, dev = self.cfg, xs.device
         K = len(starts)
-        steps = [client_steps(n, cfg, r, c) for n, c in zip(sizes, cids)]
+        steps = [budgeted_steps(n, cfg, r, c, self.alg) for n, c in zip(sizes, cids)]
+        if not any(steps):  # every budget is 0 (or no client has data): nothing to train
+            return [{k: s[k].detach().clone() for k in (*self.pkeys, *self.bkeys)}
+                    for s in starts]
         calls = self._plan(steps)
         # clients stacked by how many calls in a row, from the first, they take part in:
         # each of those calls then trains a leading range of the stacks (views, updated
