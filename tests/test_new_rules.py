@@ -74,3 +74,40 @@ def test_head_size_is_a_measurement_that_says_whether_s_matters():
     split = fmz.RULE_HEAD({"rows": [("base", 1, 0.12, "CONFIRMED", ""),
                                     ("head=2", 2, 0.14, "INCONCLUSIVE", "premise undecided")]})
     assert "depends on s" in split.reason and fmz.RULE_HEAD.kind == "measurement"
+
+
+# ------------------------------------------------------- fedtlu-score-undefined: planted
+def _planted(counts, n=200):
+    from audit.experiments.fedtlu_score_undefined import CHANCE_BAND, PLANT_ALPHA
+
+    rows = [{"family": f"f{i}", "n": n, "useful_picked": k,
+             "mean_loss_decrease_of_pick": 0.0} for i, k in enumerate(counts)]
+    return {"rows": rows, "band": CHANCE_BAND, "alpha": PLANT_ALPHA}
+
+
+@pytest.mark.parametrize("counts,n,want", [
+    ((100, 200, 0), 200, "CONFIRMED"),     # a coin flip and a wrong pick
+    ((200, 200, 0), 200, "CONFIRMED"),     # the noise block picked in one family
+    ((100, 200, 200), 200, "CONFIRMED"),   # a coin flip alone
+    ((112, 200, 200), 200, "CONFIRMED"),   # 112 of 200: interval 0.49-0.63, in the band
+    ((200, 190, 160), 200, "REFUTED"),     # the useful block every time, significantly
+    ((20, 19, 13), 20, "INCONCLUSIVE"),    # 13 of 20: interval 0.41-0.85, p = 0.13
+])
+def test_planted_pick_rule_reaches_each_outcome(counts, n, want):
+    from audit.experiments.fedtlu_score_undefined import RULE_PLANTED
+
+    part = RULE_PLANTED(_planted(counts, n))
+    assert part.verdict.value == want, part.reason
+
+
+def test_planted_instances_follow_sign_consistency_not_usefulness():
+    from audit.algorithms.fedtlu import score
+    from audit.experiments.fedtlu_score_undefined import BASE, _planted as planted
+
+    rows = {r["family"]: r for r in planted({**BASE, "n_planted": 60}, score)}
+    assert rows["useful one-signed"]["useful_picked"] == 60
+    assert rows["noise one-signed"]["useful_picked"] == 0
+    assert 15 <= rows["both zero-mean"]["useful_picked"] <= 45
+    # the useful block's update lowers the loss, the noise block's raises it
+    assert rows["useful one-signed"]["mean_loss_decrease_of_pick"] > 0
+    assert rows["noise one-signed"]["mean_loss_decrease_of_pick"] < 0

@@ -20,6 +20,12 @@ What we compute (exact; no seeds):
   seeded 0) of random updates (sizes, means, spreads, distributions) and scales c
   (log-uniform in [1e-6, 1e6], random sign): the largest relative change of the score
   under scaling, and the largest relative gap to the identity.
+- ``planted-pick`` (the first half of the review's falsifier): on a two-block quadratic
+  loss, a quiet block whose update lowers the loss against a loud block whose update is
+  noise (it raises the loss), in three planted families that differ only in whether a
+  block's entries share a sign; which block does the score pick, and is it the useful
+  one? By the identity above the score sees only mean^2 / var of the entries, so the
+  answer should follow sign consistency, not usefulness; the seeded instances show it.
 """
 from __future__ import annotations
 
@@ -38,7 +44,23 @@ INVARIANCE_TOL = 1e-12  # max relative deviation for CONFIRMED
 DEPENDS_TOL = 1e-6  # a relative change above this under scaling would refute
 
 BASE = {"n_updates": 400, "scales_per_update": 5, "log10_scale": [-6.0, 6.0],
-        "sizes": [2, 10, 100, 1000], "max_mean_over_sd": 10.0, "seed": 0}
+        "sizes": [2, 10, 100, 1000], "max_mean_over_sd": 10.0, "seed": 0,
+        # planted-pick: instances per family, entries per block (stated choices: 200
+        # instances put an exact binomial interval within about +-0.07 of the rate)
+        "n_planted": 200, "planted_size": 64}
+# planted-pick: a pick rate whose exact 95% interval lies inside this band is a coin flip
+CHANCE_BAND = (0.35, 0.65)
+PLANT_ALPHA = 0.05
+# the planted families: (name, what it plants): entries of the useful block's offset
+# from the optimum and of the noise block's move, each zero-mean or one-signed
+PLANTED = (
+    ("both zero-mean", "useful update -0.1 e (e ~ N(0, 1) entries), noise move 10 z "
+     "(z ~ N(0, 1))"),
+    ("useful one-signed", "useful update -0.1 e with e ~ 1 + 0.1 N(0, 1) (every entry "
+     "moves the same way), noise move 10 z"),
+    ("noise one-signed", "useful update -0.1 e (e ~ N(0, 1)), noise move 10 (1 + 0.1 z) "
+     "(a drift every entry shares)"),
+)
 SCALES = {"smoke": BASE, "full": {**BASE, "n_updates": 4000},
           "paper": {**BASE, "n_updates": 4000, "sizes": [2, 10, 100, 1000, 100_000]}}
 
@@ -126,6 +148,34 @@ def _moves(f) -> list[dict]:
              "log10_c": exps, "scaled": [f(10.0 ** e * x) for e in exps]} for k, x in cases]
 
 
+def _planted(cfg, f) -> list[dict]:
+    """For each planted family, ``n_planted`` seeded instances of the loss
+    ``0.5 |w_U - w*_U|^2 + 0.5 |w_N - w*_N|^2`` with block U at offset e from its optimum
+    and block N at its optimum: the update of U is the useful step -0.1 e (it lowers the
+    loss by 0.5 (1 - 0.81) |e|^2), the update of N a loud move (norm about 100 times
+    larger) that raises it by 0.5 |move|^2. The score of each update and the loss change
+    of updating each block alone, exactly."""
+    rng = np.random.default_rng([int(cfg["seed"]), 7])
+    m = int(cfg["planted_size"])
+    out = []
+    for fam, _ in PLANTED:
+        picks_useful, gains = 0, []
+        for _ in range(int(cfg["n_planted"])):
+            z1, z2 = rng.standard_normal(m), rng.standard_normal(m)
+            e = (1.0 + 0.1 * z1) if fam == "useful one-signed" else z1
+            move = 10.0 * ((1.0 + 0.1 * z2) if fam == "noise one-signed" else z2)
+            du = -0.1 * e
+            d_useful = 0.5 * float(e @ e) - 0.5 * float((e + du) @ (e + du))
+            d_noise = -0.5 * float(move @ move)  # loss decrease (negative: a rise)
+            su, sn = f(du), f(move)
+            useful = su > sn
+            picks_useful += int(useful)
+            gains.append(d_useful if useful else d_noise)
+        out.append({"family": fam, "n": int(cfg["n_planted"]), "useful_picked": picks_useful,
+                    "mean_loss_decrease_of_pick": float(np.mean(gains))})
+    return out
+
+
 def run(spec: RunSpec, ctx: RunContext) -> dict:
     f = _fn(spec.arm)
     cases = []
@@ -133,7 +183,8 @@ def run(spec: RunSpec, ctx: RunContext) -> dict:
         x = np.array(vals, dtype=np.float64)
         cases.append({"case": label, "n": int(x.size), "norm": float(np.linalg.norm(x)),
                       "std": float(np.std(x)), "score": f(x)})
-    return {"cases": cases, "sweep": _sweep(ctx.config, f), "moves": _moves(f)}
+    return {"cases": cases, "sweep": _sweep(ctx.config, f), "moves": _moves(f),
+            "planted": _planted(ctx.config, f)}
 
 
 # ----------------------------------------------------------------------------- rules
@@ -187,6 +238,57 @@ RULE_INVARIANT = Rule(
     _invariant_decide, kind="derivation")
 
 
+def _planted_decide(ev):
+    from scipy.stats import binomtest
+
+    lo, hi = ev["band"]
+    rows, chance, wrong, right = [], [], [], []
+    for r in ev["rows"]:
+        k, n = r["useful_picked"], r["n"]
+        test = binomtest(k, n, 0.5)
+        ci = test.proportion_ci(0.95, method="exact")
+        p_more = binomtest(k, n, 0.5, alternative="greater").pvalue
+        p_less = binomtest(k, n, 0.5, alternative="less").pvalue
+        rows.append(f"{r['family']}: useful block picked {k} of {n} (95% CI "
+                    f"{ci.low:.2f}-{ci.high:.2f})")
+        if lo <= ci.low and ci.high <= hi:
+            chance.append(r["family"])
+        if p_less < ev["alpha"]:
+            wrong.append(r["family"])
+        if p_more < ev["alpha"]:
+            right.append(r["family"])
+    txt = "; ".join(rows)
+    if chance or wrong:
+        why = []
+        if chance:
+            why.append(f"a coin flip where {', '.join(chance)}")
+        if wrong:
+            why.append(f"the noise block picked more often than the useful one where "
+                       f"{', '.join(wrong)}")
+        return Outcome.CONFIRMED, (f"{txt}: the score does not pick by usefulness ("
+                                   f"{'; '.join(why)}); it follows which block's entries "
+                                   f"share a sign"), ""
+    if len(right) == len(ev["rows"]):
+        return Outcome.REFUTED, f"{txt}: the useful block is picked in every family", ""
+    return Outcome.INCONCLUSIVE, txt, "more planted instances (n_planted)"
+
+
+RULE_PLANTED = Rule(
+    "planted-pick",
+    "Planted two-block quadratics (score() of the guarded arm; {n} seeded instances per "
+    "family, {m} entries a block): a quiet block whose update lowers the loss against a "
+    "loud block (about 100 times the norm) whose move raises it, in three families "
+    "(both zero-mean; the useful update one-signed; the noise move one-signed). For each "
+    "family the rate at which the score ranks the useful block higher, with its exact "
+    "binomial 95% interval and one-sided exact binomial tests against 1/2 at alpha = "
+    "{alpha}. CONFIRMED (the score does not pick by usefulness) when in some family the "
+    "interval lies inside [{lo}, {hi}] (a coin flip) or the noise block is picked "
+    "significantly more often; REFUTED when the useful block is picked significantly more "
+    "often in every family; INCONCLUSIVE otherwise. A computation on planted instances "
+    "whose answer the identity above predicts; it decides a question of the reviewer's "
+    "falsifier.", _planted_decide, kind="derivation")
+
+
 # -------------------------------------------------------------------------- analysis
 def analyse(results, ctx: RunContext) -> Analysis:
     cfg = ctx.config
@@ -197,7 +299,11 @@ def analyse(results, ctx: RunContext) -> Analysis:
     parts = (RULE_UNDEFINED({"literal": lit["cases"]}),
              RULE_INVARIANT({"max_rel_dev_scale": ds, "max_rel_dev_identity": di,
                              "n": cfg["n_updates"], "k": cfg["scales_per_update"]},
-                            params={"sizes": ", ".join(str(int(s)) for s in cfg["sizes"])}))
+                            params={"sizes": ", ".join(str(int(s)) for s in cfg["sizes"])}),
+             RULE_PLANTED({"rows": grd["planted"], "band": CHANCE_BAND, "alpha": PLANT_ALPHA},
+                          params={"n": cfg["n_planted"], "m": cfg["planted_size"],
+                                  "alpha": PLANT_ALPHA, "lo": CHANCE_BAND[0],
+                                  "hi": CHANCE_BAND[1]}))
 
     def fin(v):  # estimates carry finite numbers; nan / inf are shown in the table
         return v if math.isfinite(v) else float("nan")
@@ -213,6 +319,11 @@ def analyse(results, ctx: RunContext) -> Analysis:
                  description="literal formula on [0.1, 0.1, 0.1]: np.std rounds above 0"),
         Estimate("literal_std_rounding_constant", rnd["std"], unit="",
                  description="np.std([0.1, 0.1, 0.1]) in float64"),
+        *(Estimate(f"planted_useful_pick_rate_{r['family'].replace(' ', '_').replace('-', '_')}",
+                   r["useful_picked"] / r["n"], unit="fraction", n=r["n"],
+                   description=f"planted family '{r['family']}': share of instances where "
+                               f"the score ranks the useful block above the noise block")
+          for r in grd["planted"]),
         Estimate("n_nonfinite_literal", sum(not math.isfinite(c["score"])
                                             for c in lit["cases"]), unit="cases",
                  description=f"std = 0 cases where the literal score is nan or inf, of "
@@ -232,6 +343,15 @@ def analyse(results, ctx: RunContext) -> Analysis:
               ("layer update", "||dW||", "score"),
               tuple((m["layer"], f"{m['norm']:.4g}", f"{m['score']:.6g}")
                     for m in grd["moves"])),
+        Table("Planted blocks: does the score pick the useful one? (score(), guarded)",
+              ("family", "what is planted", "useful block picked", "mean loss decrease of "
+               "the picked block's update"),
+              tuple((r["family"], dict(PLANTED)[r["family"]],
+                     f"{r['useful_picked']} of {r['n']}",
+                     f"{r['mean_loss_decrease_of_pick']:+.4g}") for r in grd["planted"]),
+              note="Loss 0.5 |w - w*|^2 per block; the useful block's update lowers it, the "
+                   "noise block's raises it (a negative decrease). The score never sees "
+                   "the loss or the move's size."),
         Table("Scale sweep (seeded)",
               ("arm", "max rel. change under scaling", "max rel. gap to identity",
                "worst case (n, kind, c)"),
@@ -281,6 +401,12 @@ QUESTIONS = (
              "Does the Section III score have no value when an update's entries do not "
              "vary (a frozen, all-zero update included)?",
              ("referee_report.minor_comments[0]",), ("undefined",), kind="proof"),
+    Question("planted-pick",
+             "The falsifier's first half: planted a quiet block whose update lowers the "
+             "loss against a loud block whose update is noise, does the score fail to pick "
+             "the useful one reliably?",
+             ("falsifier",), ("planted-pick",), kind="proof",
+             decides="the planted families' pick rates (exact binomial intervals)"),
 )
 # `scale-invariant` is the project's own finding (the reviewer did not raise it): reported
 # as a finding and a part, never as the reviewer's question
@@ -290,13 +416,15 @@ COMBINATION = questions.combination(QUESTIONS)
 CLAIM = Claim(
     id=CLAIM_ID,
     paper=FEDTLU,
-    record=RecordRef(RECORDS[FEDTLU.arxiv_id], ("referee_report.minor_comments[0]",)),
-    title="layer score undefined at std = 0",
+    record=RecordRef(RECORDS[FEDTLU.arxiv_id], ("referee_report.minor_comments[0]",
+                                                "falsifier")),
+    title="layer score undefined at std = 0, and blind to usefulness",
     statement=("Section III's layer score divides by the spread of the update's entries, "
                "so it has no value for a constant update, a frozen (all-zero) one "
-               "included."),
+               "included; and (the falsifier's first half) it does not pick a quiet, "
+               "useful block over a loud, noisy one."),
     arms=ARMS,
-    rules=(RULE_UNDEFINED, RULE_INVARIANT),
+    rules=(RULE_UNDEFINED, RULE_INVARIANT, RULE_PLANTED),
     combination=COMBINATION,
     questions=QUESTIONS,
     stochastic=False,
