@@ -336,6 +336,13 @@ class ThreeWay:
 # --------------------------------------------------------------------------- #
 
 
+@lru_cache(maxsize=4096)
+def _t_quantile(p: float, df: int) -> float:
+    """``scipy.stats.t.ppf(p, df)``, remembered: the rule asks for the same few quantiles
+    thousands of times (flip distances, calibration)."""
+    return float(_sps.t.ppf(p, df))
+
+
 def _hall_bounds(mean, sd, skew, n: int, level: float):
     """Hall's (1992) skewness-corrected t interval, vectorised.
 
@@ -346,7 +353,7 @@ def _hall_bounds(mean, sd, skew, n: int, level: float):
     Student-t interval. P. Hall, "On the removal of skewness by transformation",
     JRSS B 54 (1992) 221-228.
     """
-    q = float(_sps.t.ppf(0.5 + level / 2, n - 1)) / math.sqrt(n)
+    q = _t_quantile(0.5 + level / 2, n - 1) / math.sqrt(n)
     mean, sd, skew = (np.asarray(v, dtype=float) for v in (mean, sd, skew))
 
     def inverse(y):
@@ -663,13 +670,26 @@ class ThreeWayCodes(NamedTuple):
     refused: np.ndarray | None = None
 
 
+@lru_cache(maxsize=64)
+def _sign_table(n_max: int) -> np.ndarray:
+    """``T[k, N] = scipy.stats.binom.sf(k - 1, N, 1/2)`` for 0 <= k, N <= n_max (one
+    scipy call, remembered), with 1 where N = 0: the sign test's p-values by lookup."""
+    k, N = np.meshgrid(np.arange(n_max + 1), np.arange(n_max + 1), indexing="ij")
+    table = np.asarray(_sps.binom.sf(k - 1, N, 0.5), dtype=float)
+    table[:, 0] = 1.0
+    return table
+
+
 def _sign_p(pos, neg):
     """One-sided exact sign-test p-value P(X >= pos), X ~ Binomial(pos + neg, 1/2):
     ``scipy.stats.binomtest(pos, pos + neg, alternative="greater").pvalue``, vectorised
-    (``scipy.stats.binom.sf``); 1 where no pair differs."""
-    pos = np.asarray(pos)
-    return np.where(pos + np.asarray(neg) > 0,
-                    _sps.binom.sf(pos - 1, pos + np.asarray(neg), 0.5), 1.0)
+    (``scipy.stats.binom.sf``, looked up in :func:`_sign_table`); 1 where no pair
+    differs."""
+    pos, neg = np.asarray(pos), np.asarray(neg)
+    total = pos + neg
+    if total.size == 0:
+        return np.ones(total.shape)
+    return _sign_table(int(total.max()))[pos, total]
 
 
 def _rule_arrays(D, margin: float, d: float, alpha: float):
@@ -1015,21 +1035,19 @@ def flip_distance(d, *, margin: float = 0.0, equivalence_margin: float,
         idx = np.repeat(np.arange(n), steps.size)
         D[np.arange(D.shape[0]), idx] += sign * np.tile(steps, n)
         changed = (three_way_codes(D, **kw).codes != base).reshape(n, steps.size)
-        for i in range(n):
-            hit = np.flatnonzero(changed[i])
-            if not hit.size:
-                continue
-            k = int(hit[0])
-            lo, hi = (0.0 if k == 0 else steps[k - 1]), steps[k]
-            if lo >= best:
-                continue
-            for _ in range(60):  # bisection on the step that first changes the outcome
-                mid = 0.5 * (lo + hi)
-                x = d.copy()
-                x[i] += sign * mid
-                if int(three_way_codes(x[None, :], **kw).codes[0]) != base:
-                    hi = mid
-                else:
-                    lo = mid
-            best = min(best, hi)
+        seeds = [i for i in range(n) if changed[i].any()]
+        if not seeds:
+            continue
+        first = np.array([int(np.flatnonzero(changed[i])[0]) for i in seeds])
+        lo = np.where(first == 0, 0.0, steps[np.maximum(first - 1, 0)])
+        hi = steps[first].astype(float)
+        rows = np.arange(len(seeds))
+        for _ in range(60):  # bisection, every seed that changes it at once
+            mid = 0.5 * (lo + hi)
+            X = np.repeat(d[None, :], len(seeds), axis=0)
+            X[rows, seeds] += sign * mid
+            flipped = three_way_codes(X, **kw).codes != base
+            hi = np.where(flipped, mid, hi)
+            lo = np.where(flipped, lo, mid)
+        best = min(best, float(hi.min()))
     return None if not math.isfinite(best) else float(best)
