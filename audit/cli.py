@@ -11,6 +11,7 @@
               [--arms a,b]   (time a few rounds, extrapolate the whole claim)
     audit review PATH... [--json] [--markdown]
     audit new CLAIM_ID --paper ARXIV_ID [--out-dir DIR] [--package NAME]
+              [--side server|client]
               (write a claim that runs at smoke scale at once; docs/WRITING_A_CLAIM.md)
     audit tune ID --arms a,b --metric KEY [--grid KEY=V1,V2]... [--contrast A:B]
               [--scale S] [--seeds N]   (a pilot on tuning seeds 1000+, never a verdict's)
@@ -261,6 +262,9 @@ def _parser() -> argparse.ArgumentParser:
                     help="the package's root folder (default: the current directory)")
     nw.add_argument("--package", default=None,
                     help="the Python package for the claim (default claim_<module>)")
+    nw.add_argument("--side", choices=("server", "client"), default="server",
+                    help="where the arms' one differing piece lives: a server rule "
+                    "(default) or a client hook (stragglers' local-step budget)")
     return p
 
 
@@ -704,7 +708,7 @@ def cmd_new(args) -> int:
     from audit import scaffold
 
     done = scaffold.write(args.claim_id, args.paper, args.out_dir, package=args.package,
-                          known_ids=claims_mod.registry())
+                          known_ids=claims_mod.registry(), side=args.side)
     for path in done.written:
         print(f"wrote {path}")
     for path in done.kept:

@@ -24,7 +24,10 @@ def env(tmp_path, monkeypatch):
     monkeypatch.delenv("AUDIT_LOCKS", raising=False)  # the new package's own lock file
     monkeypatch.setenv("AUDIT_CACHE", str(tmp_path / "cache"))
     monkeypatch.delenv("AUDIT_DATA", raising=False)
-    claims_mod.registry()  # torch imported before pytester snapshots sys.modules
+    claims_mod.registry()
+    # torch imported before pytester snapshots sys.modules: a module imported after it
+    # is dropped again at teardown, and torch cannot be imported twice in one process
+    import torch  # noqa: F401
     yield tmp_path
     forget(PKG)
 
@@ -96,6 +99,56 @@ def test_new_claim_runs_at_once_and_is_locked_and_verified(env, capsys, pytester
                                         "parts": {"gap": "CONFIRMED"},
                                         "questions": {"gap": "CONFIRMED"}, "seeds": seeds}
     assert main(["verify", CLAIM_ID, "--quiet"]) == 0
+
+
+CLIENT_ID, CLIENT_MODULE, CLIENT_PKG = "toy-stragglers", "toy_stragglers", "claim_toy_stragglers"
+
+
+@pytest.fixture
+def client_env(env):
+    yield env
+    forget(CLIENT_PKG)
+
+
+def test_new_client_side_claim_runs_and_is_locked(client_env, capsys, pytester, monkeypatch):
+    """``--side client``: the arms differ in a client hook (the stragglers' budget); the
+    claim runs at smoke scale on its default seeds, decides with the three-way rule, and
+    its falsifier (with a test of the piece itself) locks it."""
+    env = client_env
+    out = env / "mine"
+    assert main(["new", CLIENT_ID, "--paper", "2401.01234", "--out-dir", str(out),
+                 "--side", "client"]) == 0
+    capsys.readouterr()
+    text = (out / CLIENT_PKG / f"{CLIENT_MODULE}.py").read_text()
+    assert "def local_steps(" in text and "def on_round_start(" in text
+    assert "SERVER_RULES" not in text and "chain(" not in text
+    monkeypatch.syspath_prepend(str(out))
+    _install(out)
+    module = __import__(f"{CLIENT_PKG}.{CLIENT_MODULE}", fromlist=["CLAIM"])
+    claim = claims_mod.get(CLIENT_ID)
+    assert claim.run is module.CLAIM.run
+    assert [a.name for a in claim.arms] == ["full", "stragglers"] == list(module.ALGORITHMS)
+    res = execute(claim, make_context(claim, "smoke"), cache=Cache(env / "cache"),
+                  progress=False)
+    assert res.verdict.premise.status == "reproduced"
+    assert res.verdict.verdict.value == "CONFIRMED"  # stragglers cost accuracy
+    units = [json.loads(p.read_text())["result"]
+             for p in (env / "cache" / CLIENT_ID).glob("*.json")]
+    assert len(units) == 2 * len(claim.default_seeds)
+    assert all(0.0 <= u["val_acc"] <= 1.0 for u in units)
+    pytester.syspathinsert(str(out))
+    falsifier = (out / "falsifiers" / f"test_{CLIENT_MODULE}.py").read_text()
+    pytester.makepyfile(**{f"test_{CLIENT_MODULE}": falsifier})
+    result = pytester.runpytest_inprocess("-p", "audit.pytest_plugin", "-p", "no:randomly",
+                                          "--audit-update-locks")
+    result.assert_outcomes(passed=7)
+    locks = json.loads((out / CLIENT_PKG / "locks.json").read_text())
+    assert locks[CLIENT_ID]["smoke"]["verdict"] == res.verdict.verdict.value
+
+
+def test_new_refuses_an_unknown_side(tmp_path):
+    with pytest.raises(scaffold.AuditError, match="--side 'middle'"):
+        scaffold.render("ok-id", "2401.01234", side="middle")
 
 
 def test_new_refuses_to_overwrite_and_keeps_existing_package_files(tmp_path, capsys):
