@@ -518,7 +518,7 @@ def test_rule_reaches_each_declared_outcome(outcome):
     assert part.verdict.value == outcome
 '''
 
-CLIENT_CLAIM_MODULE = '''"""${claim_id}: EXAMPLE: stragglers that do a fraction of their local work cost accuracy.
+CLIENT_CLAIM_MODULE = '''"""${claim_id}: EXAMPLE: stragglers' cut local work costs accuracy.
 
 Paper: arXiv ${arxiv}v${version} (EXAMPLE: name the equation or algorithm line here).
 Reviewer's claim, in our words (never copy the review's sentences): EXAMPLE: the paper
@@ -755,7 +755,7 @@ CLAIM = Claim(
 )
 '''
 
-CLIENT_FALSIFIER = '''"""Falsifier: ${claim_id} (arXiv ${arxiv}), written by ``audit new --side client``.
+CLIENT_FALSIFIER = '''"""Falsifier: ${claim_id} (arXiv ${arxiv}), by ``audit new --side client``.
 
     pytest falsifiers/test_${module}.py --audit-update-locks   # record the lock (once)
     pytest falsifiers/test_${module}.py                        # check it

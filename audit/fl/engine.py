@@ -114,7 +114,8 @@ from .training import _Trainer, batched_path, budgeted_steps, client_steps
 
 __all__ = [
     "AMP_MODES", "Algorithm", "FLConfig", "FedBN", "FedProx", "History", "batched_path",
-    "budgeted_steps", "client_steps", "evaluate", "layer_stats", "on_rounds", "run_federated", "save_atomic",
+    "budgeted_steps", "client_steps", "evaluate", "layer_stats", "on_rounds", "run_federated",
+    "save_atomic",
 ]
 
 
