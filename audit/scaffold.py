@@ -33,6 +33,7 @@ import re
 import string
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Mapping
 
 from audit.errors import AuditError
 from audit.safeio import check_name
@@ -126,20 +127,24 @@ def render(claim_id: str, arxiv: str, package: str | None = None,
     the stragglers' work budget)."""
     if side not in SIDES:
         raise AuditError(f"audit new: --side {side!r} is not one of {', '.join(SIDES)}")
-    claim_text, falsifier = ((CLAIM_MODULE, FALSIFIER) if side == "server"
-                             else (CLIENT_CLAIM_MODULE, CLIENT_FALSIFIER))
     module = module_name(claim_id)
     paper_id, version = parse_arxiv(arxiv)
     package = _check_package(package or f"claim_{module}")
     subs = {"claim_id": claim_id, "module": module, "package": package,
             "arxiv": paper_id, "version": version}
+    # the side's pieces are filled first, then set into the shared templates' holes
+    pieces = {k: _fill(v, subs) for k, v in SIDE_PIECES[side].items()}
     return {
-        f"{package}/__init__.py": string.Template(INIT).substitute(subs),
-        f"{package}/{module}.py": string.Template(claim_text).substitute(subs),
-        f"falsifiers/test_{module}.py": string.Template(falsifier).substitute(subs),
-        "pyproject.toml": string.Template(PYPROJECT).substitute(subs),
+        f"{package}/__init__.py": _fill(INIT, subs),
+        f"{package}/{module}.py": _fill(CLAIM_MODULE, {**subs, **pieces}),
+        f"falsifiers/test_{module}.py": _fill(FALSIFIER, {**subs, **pieces}),
+        "pyproject.toml": _fill(PYPROJECT, subs),
         "conftest.py": CONFTEST,
     }
+
+
+def _fill(template: str, subs: Mapping[str, str]) -> str:
+    return string.Template(template).substitute(subs)
 
 
 # files that are written only when absent (the others must not exist)
@@ -228,7 +233,229 @@ include = ["${package}*"]
 ${package} = ["locks.json"]
 '''
 
-CLAIM_MODULE = '''"""${claim_id}: EXAMPLE: the server step as printed costs accuracy against the corrected one.
+# The claim module and its falsifier, written once for both sides. Their ``${...}`` holes
+# take the claim's names (``subs`` in ``render``) and the pieces of the side
+# (``SIDE_PIECES[side]``: the docstring, the one differing piece, its arms, the scales
+# and the words that name the arms), which are templates of the claim's names themselves.
+CLAIM_MODULE = '''"""${claim_id}: ${docstring}"""
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+import numpy as np
+
+from audit import questions, stats
+from audit.analysis import mean_estimate, results_table
+from audit.claims import (Analysis, Arm, Claim, Paper, RecordRef, RunContext, RunSpec,
+                          Table)
+${piece_import}
+from audit.questions import Question
+from audit.verdict import (ALL_OUTCOMES, Estimate, Outcome, Premise, Rule, on_reviewer,
+                           premise_gate)
+
+CLAIM_ID = "${claim_id}"
+PAPER = Paper("${arxiv}", "EXAMPLE: the paper's title, in your words", "${version}",
+              "EXAMPLE")
+
+# The margin of the reviewer's claim, fixed before any run. EXAMPLE: take it from the
+# paper (e.g. its reported gain over the baselines), never from our own results.
+MARGIN = 0.05
+EQUIV = MARGIN  # the equivalence margin of the three-way rule
+ALPHA = 0.05
+${settings}
+
+
+# ------------------------------------------------------------- arms and their one piece
+${piece}
+
+#: Each arm, declared with the one piece it changes (``Arm.differs``) ...
+ARMS = (
+${arms}
+)
+${piece_map}
+ARM_NAMES = tuple(a.name for a in ARMS)
+
+
+# ----------------------------------------------------------------------------- scales
+${scales}
+
+
+# -------------------------------------------------------------------------------- run
+def run(spec: RunSpec, ctx: RunContext) -> dict:
+    """One arm at one seed: a pure function of (spec, ctx), JSON-able (it is cached)."""
+    import torch
+
+    from audit.fl.data import dirichlet_partition, load_dataset, make_federated
+    from audit.fl.engine import ${engine_names}
+    from audit.fl.models import build_model
+
+    cfg = ctx.config
+    torch.set_num_threads(1)
+    ds = load_dataset(cfg["dataset"], data_dir=ctx.data_dir, seed=0)
+    rng = np.random.default_rng([spec.seed, 0])  # the same clients for every arm: paired
+    part = dirichlet_partition(ds.y_train, cfg["n_clients"], cfg["dirichlet_alpha"], rng)
+    fed = make_federated(ds, part, VAL_FRACTION, 0.0, rng)  # train / val per client
+
+    def model_fn():
+        return build_model(cfg["model"], ds.num_classes, ds.in_channels, ds.image_size,
+                           **cfg["model_kw"])
+
+${fl_config}
+    h = run_federated(model_fn, fed, ${algorithm}, fl,
+                      checkpoint=ctx.checkpoint(spec), on_round=ctx.on_round)
+${result_note}    return {"init_acc": float(h.test_acc[0]), "final_acc": float(h.test_acc[-1]),
+            "val_acc": float(h.val_acc[-1]), "n_test": int(len(fed.y_test)),
+            "seconds": float(h.seconds)}
+
+
+# --------------------------------------------------------------------- rule and premise
+def _decide_gap(tw, resolution: float):
+    out = on_reviewer(tw.outcome, holds_when="SUPPORTED")  # the reviewer: ${winner} wins
+    needs = ""
+    if out == Outcome.INCONCLUSIVE:
+        needs = (f"about {tw.seeds_needed} seeds" if tw.seeds_needed
+                 else "more seeds or a larger scale")
+    return out, f"${arm_a} vs ${arm_b}, final accuracy: {tw.reason}", needs, {
+        "flip": tw.flip, "resolution": resolution, "unit": "accuracy"}
+
+
+RULE_GAP = Rule(
+    "gap",
+    "Paired over seeds, metric = final global test accuracy, A = ${arm_a}, B = ${arm_b}: "
+${rule_text}
+    _decide_gap, kind="experiment", reachable=ALL_OUTCOMES,
+)
+
+
+def decide_gap(${arm_a}, ${arg_b}, config: Mapping[str, Any], alpha: float = ALPHA,
+               resolution: float | None = None):
+    """The part ``gap`` from per-seed accuracies (the falsifier drives it to each of its
+    reachable outcomes)."""
+    tw = stats.three_way(${arm_a}, ${arg_b}, margin=float(config["margin"]),
+                         equivalence_margin=float(config["equivalence_margin"]),
+                         alpha=alpha)
+    params = {"rule": tw.text(), "margin": f"{float(config['margin']):g}"}
+    return tw, RULE_GAP(tw, resolution, params=params)
+
+
+def premise_of(final, init, config: Mapping[str, Any], alpha: float) -> Premise:
+    """EXAMPLE premise: ${learner} learns (final beats initial accuracy)."""
+    tw = stats.three_way(final, init, margin=0.0,
+                         equivalence_margin=float(config["equivalence_margin"]), alpha=alpha)
+    status = {"SUPPORTED": "reproduced", "FALSIFIED": "not reproduced",
+              "INCONCLUSIVE": "undecided"}[tw.outcome]
+    est = Estimate.of("premise_final_minus_init", tw.difference, "accuracy",
+                      "${arm_a} arm: final - initial global accuracy (paired)")
+    return Premise("${learner} learns: its final accuracy beats the initial "
+                   "model's", status, f"{tw.text()}: {tw.reason}", est)
+
+
+# ---------------------------------------------------------------------------- analyse
+def analyse(results: Mapping[RunSpec, Mapping], ctx: RunContext) -> Analysis:
+    seeds = list(ctx.seeds)
+    alpha = ALPHA * ctx.alpha_fraction  # a sequential look spends a share of alpha
+    final = results_table(results, "final_acc", ARM_NAMES, seeds)  # arm -> per-seed array
+    init = results_table(results, "init_acc", ["${arm_a}"], seeds)["${arm_a}"]
+    n_test = int(results[RunSpec("${arm_a}", seeds[0])]["n_test"])
+
+    premise = premise_of(final["${arm_a}"], init, ctx.config, alpha)
+    tw, part = decide_gap(final["${arm_a}"], final["${arm_b}"], ctx.config, alpha,
+                          resolution=1.0 / n_test)
+    part = premise_gate(part, premise)
+    estimates = (
+        Estimate.of("gap", tw.difference, "accuracy",
+                    "${arm_a} - ${arm_b}, final global accuracy (the rule's interval)"),
+        *(mean_estimate(f"final_acc_{a}", final[a], "accuracy",
+                        f"{a}: final global accuracy, mean over seeds") for a in ARM_NAMES),
+    )
+    table = Table("Final global accuracy per seed", ("seed", *ARM_NAMES),
+                  tuple((s, *(round(float(final[a][i]), 4) for a in ARM_NAMES))
+                        for i, s in enumerate(seeds)))
+    notes = ("EXAMPLE notes: say plainly what this test shows and what it does not.",)
+    return Analysis(estimates, (part,), (table,), (), notes, premise=premise)
+
+
+# ------------------------------------------------------------------------- questions
+${questions_note}QUESTIONS = (
+${question}
+)
+COMBINATION = questions.combination(QUESTIONS)
+
+
+CLAIM = Claim(
+    id=CLAIM_ID,
+    paper=PAPER,
+    record=RecordRef("EXAMPLE: the review record's file", RECORD_FIELDS),
+    title="EXAMPLE: a short name of the falsifier",
+    statement="EXAMPLE: our paraphrase of the reviewer's claim (never the record's words).",
+    arms=ARMS,
+    rules=(RULE_GAP,),
+    combination=COMBINATION,
+    questions=QUESTIONS,
+    stochastic=True,
+    default_seeds=DEFAULT_SEEDS,
+    scales=SCALES,
+    run=run,
+    analyse=analyse,
+)
+'''
+
+FALSIFIER = '''"""Falsifier: ${claim_id} (arXiv ${arxiv}), ${written_by}.
+
+    pytest falsifiers/test_${module}.py --audit-update-locks   # record the lock (once)
+    pytest falsifiers/test_${module}.py                        # check it
+"""
+import numpy as np
+import pytest
+
+from audit.pytest_plugin import check_lock
+from ${package} import ${module} as claim_module
+
+CLAIM = "${claim_id}"
+
+
+@pytest.fixture(scope="module")
+def result(audit_run):
+    return audit_run(CLAIM)
+
+
+def test_verdict_is_locked(result):
+    check_lock(result)
+
+
+def test_premise_is_measured(result):
+    assert result.verdict.premise is not None
+
+
+def test_each_arm_declares_its_one_piece():
+    assert [a.name for a in claim_module.ARMS] == list(claim_module.${piece_map_name})
+    assert all(a.differs for a in claim_module.ARMS)
+
+
+${own_test}# the rule reaches every outcome it declares: driven with made-up per-seed accuracies on
+# 8 seeds (the three-way rule decides nothing below 6 pairs, nor when every difference
+# is the same number, so each case carries some noise)
+BASE = np.random.default_rng(0).normal(0.6, 0.02, 8)
+CASES = {${confirmed_note}
+    "CONFIRMED": BASE + 4 * claim_module.MARGIN + np.random.default_rng(3).normal(0, 0.01, 8),
+    "REFUTED": BASE + np.random.default_rng(1).normal(0, 1e-3, 8),  # no gap at all
+    "INCONCLUSIVE": BASE + claim_module.MARGIN + np.random.default_rng(2).normal(0, 0.2, 8),
+}
+
+
+@pytest.mark.parametrize("outcome", claim_module.RULE_GAP.reachable)
+def test_rule_reaches_each_declared_outcome(outcome):
+    config = claim_module.SCALES["smoke"]
+    _, part = claim_module.decide_gap(CASES[outcome], BASE, config)
+    assert part.verdict.value == outcome
+'''
+
+# ------------------------------------------------------------------- the sides' pieces
+# Each fills the hole of its name in CLAIM_MODULE or FALSIFIER. A block stops short of its
+# last newline, except where one side leaves the hole empty ("") and so the piece carries
+# its own line breaks.
+SERVER_PIECES = {
+    "docstring": '''EXAMPLE: the server step as printed costs accuracy against the corrected one.
 
 Paper: arXiv ${arxiv}v${version} (EXAMPLE: name the equation or algorithm line here).
 Reviewer's claim, in our words (never copy the review's sentences): EXAMPLE: run as
@@ -253,31 +480,9 @@ pairs, and its exact sign test at alpha / 2 needs every one of 6 or 7 pairs (and
 on one side. Each unit also returns a validation accuracy (``val_acc``, on the clients'
 validation splits) for choosing settings with ``audit tune --metric val_acc``; the
 verdict reads the test accuracy only.
-"""
-from __future__ import annotations
-
-from typing import Any, Mapping
-
-import numpy as np
-
-from audit import questions, stats
-from audit.analysis import mean_estimate, results_table
-from audit.claims import (Analysis, Arm, Claim, Paper, RecordRef, RunContext, RunSpec,
-                          Table)
-from audit.fl.aggregate import chain, weighted_mean
-from audit.questions import Question
-from audit.verdict import (ALL_OUTCOMES, Estimate, Outcome, Premise, Rule, on_reviewer,
-                           premise_gate)
-
-CLAIM_ID = "${claim_id}"
-PAPER = Paper("${arxiv}", "EXAMPLE: the paper's title, in your words", "${version}",
-              "EXAMPLE")
-
-# The margin of the reviewer's claim, fixed before any run. EXAMPLE: take it from the
-# paper (e.g. its reported gain over the baselines), never from our own results.
-MARGIN = 0.05
-EQUIV = MARGIN  # the equivalence margin of the three-way rule
-ALPHA = 0.05
+''',
+    "piece_import": "from audit.fl.aggregate import chain, weighted_mean",
+    "settings": '''\
 # verdict seeds when none are given: the three-way rule needs at least 6 pairs, all on one
 # side at 6 or 7 pairs (its exact sign test at alpha / 2), so 8 leaves one seed to spare
 DEFAULT_SEEDS = tuple(range(8))
@@ -285,10 +490,8 @@ DEFAULT_SEEDS = tuple(range(8))
 # (``audit tune --metric val_acc``), never the test accuracy the verdict reads
 VAL_FRACTION = 0.1
 # EXAMPLE: the review record's fields this claim answers
-RECORD_FIELDS = ("EXAMPLE: field.path",)
-
-
-# ------------------------------------------------------------- arms and their one piece
+RECORD_FIELDS = ("EXAMPLE: field.path",)''',
+    "piece": '''\
 def server_step(eta: float):
     """A server piece (``audit.fl.aggregate``): global <- prev + eta * (proposed - prev).
     EXAMPLE of the one piece in which the arms differ."""
@@ -300,24 +503,20 @@ def server_step(eta: float):
     return piece
 
 
-LITERAL_ETA = 0.1  # EXAMPLE: the server step as printed
-
-#: Each arm, declared with the one piece it changes (``Arm.differs``) ...
-ARMS = (
+LITERAL_ETA = 0.1  # EXAMPLE: the server step as printed''',
+    "arms": '''\
     Arm("literal", "FedAvg clients; the server step as printed: the global model moves "
         f"eta = {LITERAL_ETA} of the way to the weighted mean of the uploads", "as printed"),
     Arm("corrected", "as literal, with the server step corrected: the global model is the "
-        "weighted mean of the uploads (FedAvg)", "server: server_step(eta) removed"),
-)
+        "weighted mean of the uploads (FedAvg)", "server: server_step(eta) removed"),''',
+    "piece_map_name": "SERVER_RULES",
+    "piece_map": '''\
 #: ... and the server rule that is that piece, beside it (the arms share everything else).
 SERVER_RULES = {
     "literal": chain(weighted_mean(), server_step(LITERAL_ETA)),
     "corrected": chain(weighted_mean()),
-}
-ARM_NAMES = tuple(a.name for a in ARMS)
-
-
-# ----------------------------------------------------------------------------- scales
+}''',
+    "scales": '''\
 SCALES: dict[str, dict] = {
     # CPU, seconds: scikit-learn's digits (no download), 10 clients, a few rounds
     "smoke": {"dataset": "digits", "model": "cnn", "model_kw": {"width": 0.5},
@@ -331,194 +530,46 @@ SCALES: dict[str, dict] = {
     "paper": {"dataset": "cifar10", "model": "cnn2", "model_kw": {},
               "n_clients": 20, "dirichlet_alpha": 0.5, "rounds": 100, "local_epochs": 1,
               "batch_size": 32, "lr": 0.05, "margin": MARGIN, "equivalence_margin": EQUIV},
-}
-
-
-# -------------------------------------------------------------------------------- run
-def run(spec: RunSpec, ctx: RunContext) -> dict:
-    """One arm at one seed: a pure function of (spec, ctx), JSON-able (it is cached)."""
-    import torch
-
-    from audit.fl.data import dirichlet_partition, load_dataset, make_federated
-    from audit.fl.engine import Algorithm, FLConfig, run_federated
-    from audit.fl.models import build_model
-
-    cfg = ctx.config
-    torch.set_num_threads(1)
-    ds = load_dataset(cfg["dataset"], data_dir=ctx.data_dir, seed=0)
-    rng = np.random.default_rng([spec.seed, 0])  # the same clients for every arm: paired
-    part = dirichlet_partition(ds.y_train, cfg["n_clients"], cfg["dirichlet_alpha"], rng)
-    fed = make_federated(ds, part, VAL_FRACTION, 0.0, rng)  # train / val per client
-
-    def model_fn():
-        return build_model(cfg["model"], ds.num_classes, ds.in_channels, ds.image_size,
-                           **cfg["model_kw"])
-
+}''',
+    "engine_names": "Algorithm, FLConfig, run_federated",
+    "fl_config": '''\
     fl = FLConfig(rounds=cfg["rounds"], local_epochs=cfg["local_epochs"],
                   batch_size=cfg["batch_size"], lr=cfg["lr"], seed=spec.seed,
                   device=ctx.device, eval_every=cfg["rounds"], eval_init=True,
-                  eval_personal=False, eval_val=True, layer_metrics=False)
-    h = run_federated(model_fn, fed, Algorithm(rule=SERVER_RULES[spec.arm]), fl,
-                      checkpoint=ctx.checkpoint(spec), on_round=ctx.on_round)
+                  eval_personal=False, eval_val=True, layer_metrics=False)''',
+    "algorithm": "Algorithm(rule=SERVER_RULES[spec.arm])",
+    "result_note": '''\
     # test accuracy decides the verdict; val_acc (the global model on the clients'
     # validation splits, mean over clients) is the metric for tuning settings
-    return {"init_acc": float(h.test_acc[0]), "final_acc": float(h.test_acc[-1]),
-            "val_acc": float(h.val_acc[-1]), "n_test": int(len(fed.y_test)),
-            "seconds": float(h.seconds)}
-
-
-# --------------------------------------------------------------------- rule and premise
-def _decide_gap(tw, resolution: float):
-    out = on_reviewer(tw.outcome, holds_when="SUPPORTED")  # the reviewer: corrected wins
-    needs = ""
-    if out == Outcome.INCONCLUSIVE:
-        needs = (f"about {tw.seeds_needed} seeds" if tw.seeds_needed
-                 else "more seeds or a larger scale")
-    return out, f"corrected vs literal, final accuracy: {tw.reason}", needs, {
-        "flip": tw.flip, "resolution": resolution, "unit": "accuracy"}
-
-
-RULE_GAP = Rule(
-    "gap",
-    "Paired over seeds, metric = final global test accuracy, A = corrected, B = literal: "
+''',
+    # the arms (A, whose win the reviewer claims, and B), named in the rule and analyse
+    "arm_a": "corrected",
+    "arm_b": "literal",
+    "arg_b": "literal",  # decide_gap's parameter for B's accuracies
+    "winner": "corrected",
+    "learner": "the corrected method",  # the premise: it learns
+    "rule_text": '''\
     "{rule}. CONFIRMED when SUPPORTED (the printed step costs more than m = {margin}), "
     "REFUTED when FALSIFIED, INCONCLUSIVE otherwise and whenever the premise is not "
-    "reproduced.",
-    _decide_gap, kind="experiment", reachable=ALL_OUTCOMES,
-)
-
-
-def decide_gap(corrected, literal, config: Mapping[str, Any], alpha: float = ALPHA,
-               resolution: float | None = None):
-    """The part ``gap`` from per-seed accuracies (the falsifier drives it to each of its
-    reachable outcomes)."""
-    tw = stats.three_way(corrected, literal, margin=float(config["margin"]),
-                         equivalence_margin=float(config["equivalence_margin"]),
-                         alpha=alpha)
-    params = {"rule": tw.text(), "margin": f"{float(config['margin']):g}"}
-    return tw, RULE_GAP(tw, resolution, params=params)
-
-
-def premise_of(final, init, config: Mapping[str, Any], alpha: float) -> Premise:
-    """EXAMPLE premise: the corrected method learns (final beats initial accuracy)."""
-    tw = stats.three_way(final, init, margin=0.0,
-                         equivalence_margin=float(config["equivalence_margin"]), alpha=alpha)
-    status = {"SUPPORTED": "reproduced", "FALSIFIED": "not reproduced",
-              "INCONCLUSIVE": "undecided"}[tw.outcome]
-    est = Estimate.of("premise_final_minus_init", tw.difference, "accuracy",
-                      "corrected arm: final - initial global accuracy (paired)")
-    return Premise("the corrected method learns: its final accuracy beats the initial "
-                   "model's", status, f"{tw.text()}: {tw.reason}", est)
-
-
-# ---------------------------------------------------------------------------- analyse
-def analyse(results: Mapping[RunSpec, Mapping], ctx: RunContext) -> Analysis:
-    seeds = list(ctx.seeds)
-    alpha = ALPHA * ctx.alpha_fraction  # a sequential look spends a share of alpha
-    final = results_table(results, "final_acc", ARM_NAMES, seeds)  # arm -> per-seed array
-    init = results_table(results, "init_acc", ["corrected"], seeds)["corrected"]
-    n_test = int(results[RunSpec("corrected", seeds[0])]["n_test"])
-
-    premise = premise_of(final["corrected"], init, ctx.config, alpha)
-    tw, part = decide_gap(final["corrected"], final["literal"], ctx.config, alpha,
-                          resolution=1.0 / n_test)
-    part = premise_gate(part, premise)
-    estimates = (
-        Estimate.of("gap", tw.difference, "accuracy",
-                    "corrected - literal, final global accuracy (the rule's interval)"),
-        *(mean_estimate(f"final_acc_{a}", final[a], "accuracy",
-                        f"{a}: final global accuracy, mean over seeds") for a in ARM_NAMES),
-    )
-    table = Table("Final global accuracy per seed", ("seed", *ARM_NAMES),
-                  tuple((s, *(round(float(final[a][i]), 4) for a in ARM_NAMES))
-                        for i, s in enumerate(seeds)))
-    notes = ("EXAMPLE notes: say plainly what this test shows and what it does not.",)
-    return Analysis(estimates, (part,), (table,), (), notes, premise=premise)
-
-
-# ------------------------------------------------------------------------- questions
+    "reproduced.",''',
+    "questions_note": '''\
 #: The reviewer's questions, one verdict each (``audit.questions``). EXAMPLE: one
 #: experiment; a proof (a derivation part) would be a question of its own, never merged
 #: with an experiment into one word.
-QUESTIONS = (
+''',
+    "question": '''\
     Question("gap", "EXAMPLE: does the server step as printed cost more than the margin "
              "in final accuracy against the corrected step?", RECORD_FIELDS, ("gap",),
              kind="experiment",
-             decides="the corrected method must first learn (the premise) at this scale"),
-)
-COMBINATION = questions.combination(QUESTIONS)
-
-
-CLAIM = Claim(
-    id=CLAIM_ID,
-    paper=PAPER,
-    record=RecordRef("EXAMPLE: the review record's file", RECORD_FIELDS),
-    title="EXAMPLE: a short name of the falsifier",
-    statement="EXAMPLE: our paraphrase of the reviewer's claim (never the record's words).",
-    arms=ARMS,
-    rules=(RULE_GAP,),
-    combination=COMBINATION,
-    questions=QUESTIONS,
-    stochastic=True,
-    default_seeds=DEFAULT_SEEDS,
-    scales=SCALES,
-    run=run,
-    analyse=analyse,
-)
-'''
-
-FALSIFIER = '''"""Falsifier: ${claim_id} (arXiv ${arxiv}), written by ``audit new``.
-
-    pytest falsifiers/test_${module}.py --audit-update-locks   # record the lock (once)
-    pytest falsifiers/test_${module}.py                        # check it
-"""
-import numpy as np
-import pytest
-
-from audit.pytest_plugin import check_lock
-from ${package} import ${module} as claim_module
-
-CLAIM = "${claim_id}"
-
-
-@pytest.fixture(scope="module")
-def result(audit_run):
-    return audit_run(CLAIM)
-
-
-def test_verdict_is_locked(result):
-    check_lock(result)
-
-
-def test_premise_is_measured(result):
-    assert result.verdict.premise is not None
-
-
-def test_each_arm_declares_its_one_piece():
-    assert [a.name for a in claim_module.ARMS] == list(claim_module.SERVER_RULES)
-    assert all(a.differs for a in claim_module.ARMS)
-
-
-# the rule reaches every outcome it declares: driven with made-up per-seed accuracies on
-# 8 seeds (the three-way rule decides nothing below 6 pairs, nor when every difference
-# is the same number, so each case carries some noise)
-BASE = np.random.default_rng(0).normal(0.6, 0.02, 8)
-CASES = {
-    # far above the margin
-    "CONFIRMED": BASE + 4 * claim_module.MARGIN + np.random.default_rng(3).normal(0, 0.01, 8),
-    "REFUTED": BASE + np.random.default_rng(1).normal(0, 1e-3, 8),  # no gap at all
-    "INCONCLUSIVE": BASE + claim_module.MARGIN + np.random.default_rng(2).normal(0, 0.2, 8),
+             decides="the corrected method must first learn (the premise) at this scale"),''',
+    # the falsifier's
+    "written_by": "written by ``audit new``",
+    "own_test": "",
+    "confirmed_note": "\n    # far above the margin",
 }
 
-
-@pytest.mark.parametrize("outcome", claim_module.RULE_GAP.reachable)
-def test_rule_reaches_each_declared_outcome(outcome):
-    config = claim_module.SCALES["smoke"]
-    _, part = claim_module.decide_gap(CASES[outcome], BASE, config)
-    assert part.verdict.value == outcome
-'''
-
-CLIENT_CLAIM_MODULE = '''"""${claim_id}: EXAMPLE: stragglers' cut local work costs accuracy.
+CLIENT_PIECES = {
+    "docstring": '''EXAMPLE: stragglers' cut local work costs accuracy.
 
 Paper: arXiv ${arxiv}v${version} (EXAMPLE: name the equation or algorithm line here).
 Reviewer's claim, in our words (never copy the review's sentences): EXAMPLE: the paper
@@ -541,37 +592,13 @@ three-way rule at margin MARGIN; CONFIRMED when the reviewer is right.
 Seeds: 8 by default (``default_seeds``): the three-way rule decides nothing below 6
 pairs. Each unit also returns a validation accuracy (``val_acc``) for choosing settings
 with ``audit tune --metric val_acc``; the verdict reads the test accuracy only.
-"""
-from __future__ import annotations
-
-from typing import Any, Mapping
-
-import numpy as np
-
-from audit import questions, stats
-from audit.analysis import mean_estimate, results_table
-from audit.claims import (Analysis, Arm, Claim, Paper, RecordRef, RunContext, RunSpec,
-                          Table)
-from audit.fl.engine import Algorithm
-from audit.questions import Question
-from audit.verdict import (ALL_OUTCOMES, Estimate, Outcome, Premise, Rule, on_reviewer,
-                           premise_gate)
-
-CLAIM_ID = "${claim_id}"
-PAPER = Paper("${arxiv}", "EXAMPLE: the paper's title, in your words", "${version}",
-              "EXAMPLE")
-
-# The margin of the reviewer's claim, fixed before any run. EXAMPLE: take it from the
-# paper (e.g. its reported gain over the baselines), never from our own results.
-MARGIN = 0.05
-EQUIV = MARGIN  # the equivalence margin of the three-way rule
-ALPHA = 0.05
+''',
+    "piece_import": "from audit.fl.engine import Algorithm",
+    "settings": '''\
 DEFAULT_SEEDS = tuple(range(8))  # the three-way rule needs at least 6 pairs
 VAL_FRACTION = 0.1  # each client's share held out for val_acc (tuning, never the verdict)
-RECORD_FIELDS = ("EXAMPLE: field.path",)  # the review record's fields this claim answers
-
-
-# ------------------------------------------------------------- arms and their one piece
+RECORD_FIELDS = ("EXAMPLE: field.path",)  # the review record's fields this claim answers''',
+    "piece": '''\
 class Stragglers(Algorithm):
     """FedAvg in which, each round, a share of the sampled clients are stragglers that
     take only ``fraction`` of their planned minibatch steps (at least one). EXAMPLE of
@@ -594,25 +621,21 @@ class Stragglers(Algorithm):
         if client_id not in self.slow:
             return None  # every planned step
         return max(1, int(self.fraction * planned))
-
-
-#: Each arm, declared with the one piece it changes (``Arm.differs``) ...
-ARMS = (
+''',
+    "arms": '''\
     Arm("full", "FedAvg; every sampled client takes all its planned local steps",
         "as the paper runs it"),
     Arm("stragglers", "as full, but each round a share of the sampled clients take only a "
-        "fraction of their planned local steps", "client: local_steps cut for stragglers"),
-)
+        "fraction of their planned local steps", "client: local_steps cut for stragglers"),''',
+    "piece_map_name": "ALGORITHMS",
+    "piece_map": '''\
 #: ... and the algorithm that is that piece, beside it (config, seed) -> Algorithm.
 ALGORITHMS = {
     "full": lambda cfg, seed: Algorithm(),
     "stragglers": lambda cfg, seed: Stragglers(cfg["straggler_share"],
                                                cfg["straggler_fraction"], seed),
-}
-ARM_NAMES = tuple(a.name for a in ARMS)
-
-
-# ----------------------------------------------------------------------------- scales
+}''',
+    "scales": '''\
 _COMMON = {"model": "cnn", "dirichlet_alpha": 0.5, "local_epochs": 2, "batch_size": 32,
            "straggler_share": 0.8, "straggler_fraction": 0.125, "margin": MARGIN,
            "equivalence_margin": EQUIV}
@@ -625,168 +648,31 @@ SCALES: dict[str, dict] = {
     # EXAMPLE: the paper's setting; the data are read from --data-dir / $$AUDIT_DATA
     "paper": {**_COMMON, "dataset": "cifar10", "model": "cnn2", "model_kw": {},
               "n_clients": 20, "clients_per_round": 10, "rounds": 100, "lr": 0.05},
-}
-
-
-# -------------------------------------------------------------------------------- run
-def run(spec: RunSpec, ctx: RunContext) -> dict:
-    """One arm at one seed: a pure function of (spec, ctx), JSON-able (it is cached)."""
-    import torch
-
-    from audit.fl.data import dirichlet_partition, load_dataset, make_federated
-    from audit.fl.engine import FLConfig, run_federated
-    from audit.fl.models import build_model
-
-    cfg = ctx.config
-    torch.set_num_threads(1)
-    ds = load_dataset(cfg["dataset"], data_dir=ctx.data_dir, seed=0)
-    rng = np.random.default_rng([spec.seed, 0])  # the same clients for every arm: paired
-    part = dirichlet_partition(ds.y_train, cfg["n_clients"], cfg["dirichlet_alpha"], rng)
-    fed = make_federated(ds, part, VAL_FRACTION, 0.0, rng)  # train / val per client
-
-    def model_fn():
-        return build_model(cfg["model"], ds.num_classes, ds.in_channels, ds.image_size,
-                           **cfg["model_kw"])
-
+}''',
+    "engine_names": "FLConfig, run_federated",
+    "fl_config": '''\
     fl = FLConfig(rounds=cfg["rounds"], clients_per_round=cfg["clients_per_round"],
                   local_epochs=cfg["local_epochs"], batch_size=cfg["batch_size"],
                   lr=cfg["lr"], seed=spec.seed, device=ctx.device, eval_every=cfg["rounds"],
-                  eval_init=True, eval_personal=False, eval_val=True, layer_metrics=False)
-    h = run_federated(model_fn, fed, ALGORITHMS[spec.arm](cfg, spec.seed), fl,
-                      checkpoint=ctx.checkpoint(spec), on_round=ctx.on_round)
-    return {"init_acc": float(h.test_acc[0]), "final_acc": float(h.test_acc[-1]),
-            "val_acc": float(h.val_acc[-1]), "n_test": int(len(fed.y_test)),
-            "seconds": float(h.seconds)}
-
-
-# --------------------------------------------------------------------- rule and premise
-def _decide_gap(tw, resolution: float):
-    out = on_reviewer(tw.outcome, holds_when="SUPPORTED")  # the reviewer: full work wins
-    needs = ""
-    if out == Outcome.INCONCLUSIVE:
-        needs = (f"about {tw.seeds_needed} seeds" if tw.seeds_needed
-                 else "more seeds or a larger scale")
-    return out, f"full vs stragglers, final accuracy: {tw.reason}", needs, {
-        "flip": tw.flip, "resolution": resolution, "unit": "accuracy"}
-
-
-RULE_GAP = Rule(
-    "gap",
-    "Paired over seeds, metric = final global test accuracy, A = full, B = stragglers: "
+                  eval_init=True, eval_personal=False, eval_val=True, layer_metrics=False)''',
+    "algorithm": "ALGORITHMS[spec.arm](cfg, spec.seed)",
+    "result_note": "",
+    "arm_a": "full",
+    "arm_b": "stragglers",
+    "arg_b": "slow",
+    "winner": "full work",
+    "learner": "FedAvg with full work",
+    "rule_text": '''\
     "{rule}. CONFIRMED when SUPPORTED (stragglers cost more than m = {margin}), REFUTED "
-    "when FALSIFIED, INCONCLUSIVE otherwise and whenever the premise is not reproduced.",
-    _decide_gap, kind="experiment", reachable=ALL_OUTCOMES,
-)
-
-
-def decide_gap(full, slow, config: Mapping[str, Any], alpha: float = ALPHA,
-               resolution: float | None = None):
-    """The part ``gap`` from per-seed accuracies (the falsifier drives it to each of its
-    reachable outcomes)."""
-    tw = stats.three_way(full, slow, margin=float(config["margin"]),
-                         equivalence_margin=float(config["equivalence_margin"]),
-                         alpha=alpha)
-    params = {"rule": tw.text(), "margin": f"{float(config['margin']):g}"}
-    return tw, RULE_GAP(tw, resolution, params=params)
-
-
-def premise_of(final, init, config: Mapping[str, Any], alpha: float) -> Premise:
-    """EXAMPLE premise: FedAvg with full work learns (final beats initial accuracy)."""
-    tw = stats.three_way(final, init, margin=0.0,
-                         equivalence_margin=float(config["equivalence_margin"]), alpha=alpha)
-    status = {"SUPPORTED": "reproduced", "FALSIFIED": "not reproduced",
-              "INCONCLUSIVE": "undecided"}[tw.outcome]
-    est = Estimate.of("premise_final_minus_init", tw.difference, "accuracy",
-                      "full arm: final - initial global accuracy (paired)")
-    return Premise("FedAvg with full work learns: its final accuracy beats the initial "
-                   "model's", status, f"{tw.text()}: {tw.reason}", est)
-
-
-# ---------------------------------------------------------------------------- analyse
-def analyse(results: Mapping[RunSpec, Mapping], ctx: RunContext) -> Analysis:
-    seeds = list(ctx.seeds)
-    alpha = ALPHA * ctx.alpha_fraction  # a sequential look spends a share of alpha
-    final = results_table(results, "final_acc", ARM_NAMES, seeds)  # arm -> per-seed array
-    init = results_table(results, "init_acc", ["full"], seeds)["full"]
-    n_test = int(results[RunSpec("full", seeds[0])]["n_test"])
-
-    premise = premise_of(final["full"], init, ctx.config, alpha)
-    tw, part = decide_gap(final["full"], final["stragglers"], ctx.config, alpha,
-                          resolution=1.0 / n_test)
-    part = premise_gate(part, premise)
-    estimates = (
-        Estimate.of("gap", tw.difference, "accuracy",
-                    "full - stragglers, final global accuracy (the rule's interval)"),
-        *(mean_estimate(f"final_acc_{a}", final[a], "accuracy",
-                        f"{a}: final global accuracy, mean over seeds") for a in ARM_NAMES),
-    )
-    table = Table("Final global accuracy per seed", ("seed", *ARM_NAMES),
-                  tuple((s, *(round(float(final[a][i]), 4) for a in ARM_NAMES))
-                        for i, s in enumerate(seeds)))
-    notes = ("EXAMPLE notes: say plainly what this test shows and what it does not.",)
-    return Analysis(estimates, (part,), (table,), (), notes, premise=premise)
-
-
-# ------------------------------------------------------------------------- questions
-QUESTIONS = (
+    "when FALSIFIED, INCONCLUSIVE otherwise and whenever the premise is not reproduced.",''',
+    "questions_note": "",
+    "question": '''\
     Question("gap", "EXAMPLE: do stragglers doing a fraction of their local steps cost "
              "more than the margin in final accuracy against full work?", RECORD_FIELDS,
              ("gap",), kind="experiment",
-             decides="FedAvg with full work must first learn (the premise) at this scale"),
-)
-COMBINATION = questions.combination(QUESTIONS)
-
-
-CLAIM = Claim(
-    id=CLAIM_ID,
-    paper=PAPER,
-    record=RecordRef("EXAMPLE: the review record's file", RECORD_FIELDS),
-    title="EXAMPLE: a short name of the falsifier",
-    statement="EXAMPLE: our paraphrase of the reviewer's claim (never the record's words).",
-    arms=ARMS,
-    rules=(RULE_GAP,),
-    combination=COMBINATION,
-    questions=QUESTIONS,
-    stochastic=True,
-    default_seeds=DEFAULT_SEEDS,
-    scales=SCALES,
-    run=run,
-    analyse=analyse,
-)
-'''
-
-CLIENT_FALSIFIER = '''"""Falsifier: ${claim_id} (arXiv ${arxiv}), by ``audit new --side client``.
-
-    pytest falsifiers/test_${module}.py --audit-update-locks   # record the lock (once)
-    pytest falsifiers/test_${module}.py                        # check it
-"""
-import numpy as np
-import pytest
-
-from audit.pytest_plugin import check_lock
-from ${package} import ${module} as claim_module
-
-CLAIM = "${claim_id}"
-
-
-@pytest.fixture(scope="module")
-def result(audit_run):
-    return audit_run(CLAIM)
-
-
-def test_verdict_is_locked(result):
-    check_lock(result)
-
-
-def test_premise_is_measured(result):
-    assert result.verdict.premise is not None
-
-
-def test_each_arm_declares_its_one_piece():
-    assert [a.name for a in claim_module.ARMS] == list(claim_module.ALGORITHMS)
-    assert all(a.differs for a in claim_module.ARMS)
-
-
+             decides="FedAvg with full work must first learn (the premise) at this scale"),''',
+    "written_by": "by ``audit new --side client``",
+    "own_test": '''\
 def test_the_piece_cuts_the_budget_of_a_share_of_the_sampled_clients():
     alg = claim_module.Stragglers(share=0.6, fraction=0.25, seed=0)
     alg.on_round_start(1, (1, 3, 4, 7, 9))
@@ -796,20 +682,9 @@ def test_the_piece_cuts_the_budget_of_a_share_of_the_sampled_clients():
     assert sum(b is None for b in budgets.values()) == 2  # the others do all 8 steps
 
 
-# the rule reaches every outcome it declares: driven with made-up per-seed accuracies on
-# 8 seeds (the three-way rule decides nothing below 6 pairs, nor when every difference
-# is the same number, so each case carries some noise)
-BASE = np.random.default_rng(0).normal(0.6, 0.02, 8)
-CASES = {
-    "CONFIRMED": BASE + 4 * claim_module.MARGIN + np.random.default_rng(3).normal(0, 0.01, 8),
-    "REFUTED": BASE + np.random.default_rng(1).normal(0, 1e-3, 8),  # no gap at all
-    "INCONCLUSIVE": BASE + claim_module.MARGIN + np.random.default_rng(2).normal(0, 0.2, 8),
+''',
+    "confirmed_note": "",
 }
 
-
-@pytest.mark.parametrize("outcome", claim_module.RULE_GAP.reachable)
-def test_rule_reaches_each_declared_outcome(outcome):
-    config = claim_module.SCALES["smoke"]
-    _, part = claim_module.decide_gap(CASES[outcome], BASE, config)
-    assert part.verdict.value == outcome
-'''
+#: side -> the pieces that fill the shared templates' holes
+SIDE_PIECES = {"server": SERVER_PIECES, "client": CLIENT_PIECES}
