@@ -66,7 +66,11 @@ def test_score_statement_credits_the_reviewer_only_with_what_they_said():
     assert "size" not in m.CLAIM.statement
     data = json.loads((REPORTS / "fedtlu-score-undefined.json").read_text())
     assert any(f["text"].startswith("Our own finding") for f in data["findings"])
-    assert [q["id"] for q in data["questions"]] == ["score-undefined"]
+    # the scale-freeness is ours (a finding), never a question put to the reviewer's name;
+    # the planted pick answers the record's falsifier
+    qs = {q["id"]: q for q in data["questions"]}
+    assert set(qs) == {"score-undefined", "planted-pick"}
+    assert qs["planted-pick"]["fields"] == ["falsifier"]
 
 
 @pytest.mark.parametrize("folder", [REPORTS, REPORTS / "full"], ids=["smoke", "full"])
