@@ -22,10 +22,10 @@ PAPERS_DIR = REPO / "audit" / "papers"
 
 def _reviews_dir() -> Path | None:
     """The review records (JSON in ``*.txt`` files), which this repository does not ship:
-    ``$AUDIT_RECORDS`` when set, else a ``shared/reviews`` folder beside the clone."""
+    ``$AUDIT_RECORDS`` when set, else the ``reviews`` folder of a ``shared`` folder beside
+    the clone."""
     env = os.environ.get("AUDIT_RECORDS")
-    cands = [Path(env)] if env else [REPO.parent / "shared" / "reviews",
-                                     Path("/work/shared/reviews")]
+    cands = [Path(env)] if env else [REPO.parent / "shared" / "reviews"]
     for cand in cands:
         if cand.is_dir() and any(cand.glob("*.txt")):
             return cand
