@@ -680,5 +680,6 @@ def test_score_undefined_rules_reach_every_outcome():
                               "max_rel_dev_identity": 1e-16}).verdict == Outcome.REFUTED
     assert SU.RULE_INVARIANT({**ev, "max_rel_dev_scale": 1e-9,
                               "max_rel_dev_identity": 1e-16}).verdict == Outcome.INCONCLUSIVE
-    # the verdict is the reviewer's comment (std = 0) alone; no premise (mathematics)
-    assert SU.CLAIM.combination.parts == ("undefined",)
+    # the verdict is the reviewer's two points (std = 0; the falsifier's planted pick),
+    # never the scale-freeness, which is ours; no premise (mathematics)
+    assert SU.CLAIM.combination.parts == ("undefined", "planted-pick")
