@@ -279,6 +279,10 @@ class Claim:
     default_seeds: tuple[int, ...] = (0, 1, 2, 3, 4)
     # audit.tuning.Search records: how each scale's settings were chosen (on tuning seeds)
     searches: tuple = ()
+    # the result keys that read validation data only, the metrics `audit tune` may read;
+    # None: not declared (a key named like a test-set metric is still refused); ():
+    # the claim's runs read no validation data, so every pilot needs --allow-test-metric
+    validation_metrics: tuple[str, ...] | None = None
     # audit.questions.Question: the reviewer's questions this claim answers, each with its
     # own verdict (none: one question, the whole statement, decided by `combination`)
     questions: tuple = ()

@@ -233,7 +233,9 @@ def _parser() -> argparse.ArgumentParser:
                     help="comma-separated arms to run, e.g. fedbn,lips")
     tu.add_argument("--metric", required=True,
                     help="a key of a unit's result that reads validation data, e.g. "
-                         "val_acc; a test-set metric (test_acc, ...) is refused")
+                         "val_acc; a key the claim does not declare in "
+                         "validation_metrics, or named like a test-set metric "
+                         "(test_acc, ...), is refused")
     tu.add_argument("--allow-test-metric", action="store_true",
                     help="run the pilot on a test-set metric anyway, with a warning (the "
                          "verdict reads the same test set: a setting chosen on it is "
@@ -681,6 +683,10 @@ def cmd_tune(args) -> int:
         if points > MAX_GRID_POINTS:
             raise AuditError(f"--grid gives more than {MAX_GRID_POINTS} combinations; "
                              f"split the pilot")
+    problem = tuning.test_metric_problem(claim, args.metric)
+    if args.allow_test_metric and problem:
+        print(f"warning: {problem}; a setting chosen on it is not a fair choice: record "
+              f"the Search with test_metric_read=True", file=sys.stderr)
     cache = Cache(args.cache_dir or Cache.default_root())
     rows = tuning.pilot(claim, args.scale, grid, args.arms, args.metric, args.seeds,
                         cache=cache, overrides=dict(args.overrides),
@@ -688,10 +694,6 @@ def cmd_tune(args) -> int:
                         data_dir=args.data_dir,
                         progress=lambda m: print(m, file=sys.stderr, flush=True),
                         allow_test_metric=args.allow_test_metric)
-    if args.allow_test_metric and tuning.reads_the_test_set(args.metric):
-        print(f"warning: metric {args.metric!r} reads the test set that verdicts read; a "
-              f"setting chosen on it is not a fair choice (use a validation metric)",
-              file=sys.stderr)
     seeds = tuning.tuning_seeds(args.seeds)
     if args.json:
         print(json.dumps([{"overrides": r.overrides, "values": r.values,

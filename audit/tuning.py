@@ -107,8 +107,24 @@ def reads_the_test_set(metric: str) -> bool:
     setting chosen on it would be chosen on the verdict's own data."""
     import re
 
-    return any(w == "test" or w.startswith("test")
+    return any(w.startswith("test")
                for w in re.split(r"[_.\-]+", metric.lower()) if w)
+
+
+def test_metric_problem(claim, metric: str) -> str:
+    """Why ``metric`` is not a validation metric of ``claim`` ("" when it is one): a
+    claim that declares ``validation_metrics`` accepts only those keys; otherwise a key
+    named like a test-set metric (:func:`reads_the_test_set`) is refused."""
+    declared = getattr(claim, "validation_metrics", None)
+    if declared is not None:
+        if metric in declared:
+            return ""
+        named = ", ".join(declared) if declared else "none: its runs read no validation data"
+        return (f"metric {metric!r} is not a validation metric of {claim.id!r} (declared: "
+                f"{named})")
+    if reads_the_test_set(metric):
+        return f"metric {metric!r} reads the test set, which the verdict reads"
+    return ""
 
 
 def pilot(claim, scale: str, grid: Mapping[str, Sequence], arms: Sequence[str],
@@ -127,10 +143,11 @@ def pilot(claim, scale: str, grid: Mapping[str, Sequence], arms: Sequence[str],
     A ``metric`` that reads the test set (:func:`reads_the_test_set`) is refused unless
     ``allow_test_metric``: tuning reads a validation metric; the test set is what the
     verdict reads (and its split does not change with the seed range)."""
-    if reads_the_test_set(metric) and not allow_test_metric:
-        raise AuditError(f"metric {metric!r} reads the test set, which the verdict reads: "
-                         f"tune on a validation metric (e.g. val_acc), or pass "
-                         f"--allow-test-metric to run the pilot anyway (it is flagged)")
+    problem = test_metric_problem(claim, metric)
+    if problem and not allow_test_metric:
+        raise AuditError(f"{problem}: tune on a validation metric, or pass "
+                         f"--allow-test-metric to run the pilot anyway (flag the Search "
+                         f"record it leads to: test_metric_read=True)")
     from audit.keys import data_identity
     from audit.runner import make_context
 

@@ -385,3 +385,20 @@ def test_readme_example_runs(capsys):
         assert f"{rule} test accuracy" in printed and 0 <= outcomes[rule].accuracy <= 1
     a, b = (outcomes[r].final_state for r in ("literal", "masked-delta"))
     assert any(not torch.equal(a[k], b[k]) for k in a)  # the rules differ
+
+
+def test_client_hooks_the_flower_path_cannot_honour_are_refused_not_ignored():
+    from audit.fl.engine import Algorithm
+    from audit.fl.flower import client_app, upload_content
+
+    class SeesTheRound(Algorithm):
+        def on_round_start(self, round, sampled_client_ids):
+            self.seen = sampled_client_ids
+
+    model = functools.partial(build_model, "cnn", 10, 1, 8)
+    config = FLConfig(rounds=1, batch_size=32, lr=0.05, seed=0)
+    with pytest.raises(ValueError, match="on_round_start"):
+        client_app(model, reference_workload, config, SeesTheRound)
+    client_app(model, reference_workload, config, Algorithm)  # the default is fine
+    with pytest.raises(ValueError, match="dropped message"):
+        upload_content(None, 0)

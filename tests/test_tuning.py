@@ -255,3 +255,25 @@ def test_a_test_set_metric_is_refused_unless_allowed_and_then_flagged(toy, tmp_p
     # so the guard, not the metric lookup, is what refused above
     assert main(argv + ["--allow-test-metric"]) == 2
     assert "has no metric 'test_score'" in capsys.readouterr().err
+
+
+def test_a_claim_declares_its_validation_metrics_and_tune_reads_only_those(toy, tmp_path,
+                                                                          capsys):
+    import dataclasses
+
+    from audit import claims as claims_mod
+    from audit.tuning import test_metric_problem
+
+    # the flagged full-scale searches read these keys: each is refused now
+    for cid, key in (("flayer-masked-zero", "final_personal_acc"),
+                     ("fedtlu-lower-bound", "ppl_final"),
+                     ("genefl-inverted-cosine", "agnostic_acc"),
+                     ("lips-dropout-control", "test_acc")):
+        assert test_metric_problem(claims_mod.get(cid), key), (cid, key)
+    assert test_metric_problem(claims_mod.get("lips-dropout-control"), "val_acc") == ""
+    # undeclared (the toy): only the name decides
+    import toyclaim
+
+    assert test_metric_problem(toyclaim.CLAIM, "score") == ""
+    declared = dataclasses.replace(toyclaim.CLAIM, validation_metrics=("other",))
+    assert "not a validation metric" in test_metric_problem(declared, "score")

@@ -48,7 +48,12 @@ BASE = {"n_updates": 400, "scales_per_update": 5, "log10_scale": [-6.0, 6.0],
         # planted-pick: instances per family, entries per block (stated choices: 200
         # instances put an exact binomial interval within about +-0.07 of the rate)
         "n_planted": 200, "planted_size": 64}
-# planted-pick: a pick rate whose exact 95% interval lies inside this band is a coin flip
+# planted-pick: a pick rate whose exact interval lies inside this band, with neither
+# one-sided test rejecting 1/2, is a coin flip. The band is a stated choice, fixed before
+# the run: +-0.15 around 1/2, twice the half-width (about 0.07) of the exact interval at
+# the configured 200 instances, so a rate of exactly 1/2 lands inside it with room to
+# spare. PLANT_ALPHA is the family-wise level, split (Bonferroni) over the families
+# and the two sides of each.
 CHANCE_BAND = (0.35, 0.65)
 PLANT_ALPHA = 0.05
 # the planted families: (name, what it plants): entries of the useful block's offset
@@ -183,8 +188,10 @@ def run(spec: RunSpec, ctx: RunContext) -> dict:
         x = np.array(vals, dtype=np.float64)
         cases.append({"case": label, "n": int(x.size), "norm": float(np.linalg.norm(x)),
                       "std": float(np.std(x)), "score": f(x)})
-    return {"cases": cases, "sweep": _sweep(ctx.config, f), "moves": _moves(f),
-            "planted": _planted(ctx.config, f)}
+    out = {"cases": cases, "sweep": _sweep(ctx.config, f), "moves": _moves(f)}
+    if spec.arm == "guarded":  # the planted pick reads the project's score() only
+        out["planted"] = _planted(ctx.config, f)
+    return out
 
 
 # ----------------------------------------------------------------------------- rules
@@ -227,9 +234,10 @@ def _invariant_decide(ev):
 
 RULE_INVARIANT = Rule(
     "scale-invariant",
-    "A seeded sweep (numpy default_rng(0)) of random updates (n in {sizes}; "
-    "normal, uniform and 80%-sparse entries; |mean|/sd up to 10) each scaled by 5 random "
-    "c = +-10^u, u uniform in [-6, 6]; the project's score() (guarded arm) and the literal "
+    "A seeded sweep (numpy default_rng({seed})) of random updates (n in {sizes}; "
+    "normal, uniform and 80%-sparse entries; |mean|/sd up to {max_mean_over_sd}) each "
+    "scaled by {k} random c = +-10^u, u uniform in [{u_lo}, {u_hi}]; the project's "
+    "score() (guarded arm) and the literal "
     f"formula. CONFIRMED when, in both arms, the largest relative change of the score under "
     f"scaling and the largest relative gap to sqrt(1 + mean^2/var) are below "
     f"{INVARIANCE_TOL:g}; REFUTED when a change under scaling exceeds {DEPENDS_TOL:g}; "
@@ -242,21 +250,21 @@ def _planted_decide(ev):
     from scipy.stats import binomtest
 
     lo, hi = ev["band"]
+    side = ev["alpha"] / (2 * max(1, len(ev["rows"])))  # Bonferroni: families x sides
     rows, chance, wrong, right = [], [], [], []
     for r in ev["rows"]:
         k, n = r["useful_picked"], r["n"]
-        test = binomtest(k, n, 0.5)
-        ci = test.proportion_ci(0.95, method="exact")
+        ci = binomtest(k, n, 0.5).proportion_ci(1 - 2 * side, method="exact")
         p_more = binomtest(k, n, 0.5, alternative="greater").pvalue
         p_less = binomtest(k, n, 0.5, alternative="less").pvalue
-        rows.append(f"{r['family']}: useful block picked {k} of {n} (95% CI "
-                    f"{ci.low:.2f}-{ci.high:.2f})")
-        if lo <= ci.low and ci.high <= hi:
-            chance.append(r["family"])
-        if p_less < ev["alpha"]:
+        rows.append(f"{r['family']}: useful block picked {k} of {n} "
+                    f"({100 * (1 - 2 * side):.4g}% CI {ci.low:.2f}-{ci.high:.2f})")
+        if p_less < side:
             wrong.append(r["family"])
-        if p_more < ev["alpha"]:
+        elif p_more < side:
             right.append(r["family"])
+        elif lo <= ci.low and ci.high <= hi:
+            chance.append(r["family"])
     txt = "; ".join(rows)
     if chance or wrong:
         why = []
@@ -280,13 +288,17 @@ RULE_PLANTED = Rule(
     "loud block (about 100 times the norm) whose move raises it, in three families "
     "(both zero-mean; the useful update one-signed; the noise move one-signed). For each "
     "family the rate at which the score ranks the useful block higher, with its exact "
-    "binomial 95% interval and one-sided exact binomial tests against 1/2 at alpha = "
-    "{alpha}. CONFIRMED (the score does not pick by usefulness) when in some family the "
-    "interval lies inside [{lo}, {hi}] (a coin flip) or the noise block is picked "
-    "significantly more often; REFUTED when the useful block is picked significantly more "
-    "often in every family; INCONCLUSIVE otherwise. A computation on planted instances "
-    "whose answer the identity above predicts; it decides a question of the reviewer's "
-    "falsifier.", _planted_decide, kind="derivation")
+    "binomial interval and one-sided exact binomial tests against 1/2, each at "
+    "alpha / (2 x families) (Bonferroni, alpha = {alpha}; the interval at the matching "
+    "level). CONFIRMED (the score does not pick by usefulness) when in some family the "
+    "noise block is picked significantly more often, or neither side rejects and the "
+    "interval lies inside [{lo}, {hi}] (a coin flip); REFUTED when the useful block is "
+    "picked significantly more often in every family; INCONCLUSIVE otherwise. A "
+    "demonstration of the identity above rather than an experiment: a score that is a "
+    "function of mean^2/var alone must flip a coin on the symmetric zero-mean family and "
+    "follow the one-signed block in the others, so for this score the outcome is fixed by "
+    "construction; the rule would separate a score that saw usefulness.",
+    _planted_decide, kind="derivation")
 
 
 # -------------------------------------------------------------------------- analysis
@@ -299,7 +311,11 @@ def analyse(results, ctx: RunContext) -> Analysis:
     parts = (RULE_UNDEFINED({"literal": lit["cases"]}),
              RULE_INVARIANT({"max_rel_dev_scale": ds, "max_rel_dev_identity": di,
                              "n": cfg["n_updates"], "k": cfg["scales_per_update"]},
-                            params={"sizes": ", ".join(str(int(s)) for s in cfg["sizes"])}),
+                            params={"sizes": ", ".join(str(int(s)) for s in cfg["sizes"]),
+                                    "seed": cfg["seed"], "k": cfg["scales_per_update"],
+                                    "max_mean_over_sd": f"{float(cfg['max_mean_over_sd']):g}",
+                                    "u_lo": f"{float(cfg['log10_scale'][0]):g}",
+                                    "u_hi": f"{float(cfg['log10_scale'][1]):g}"}),
              RULE_PLANTED({"rows": grd["planted"], "band": CHANCE_BAND, "alpha": PLANT_ALPHA},
                           params={"n": cfg["n_planted"], "m": cfg["planted_size"],
                                   "alpha": PLANT_ALPHA, "lo": CHANCE_BAND[0],

@@ -905,6 +905,9 @@ CLAIM = Claim(
     # plain `audit run` without seeds: the first sequential look (the three-way rule
     # decides nothing below 6 pairs; a lock is reproduced with its own plan)
     default_seeds=tuple(range(10)),
+    # no run reads validation data, so `audit tune` refuses every metric without
+    # --allow-test-metric (the full-scale search read test data: flagged in SEARCHES)
+    validation_metrics=(),
     scales=SCALES,
     run=run,
     analyse=analyse,

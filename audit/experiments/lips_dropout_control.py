@@ -1338,6 +1338,9 @@ CLAIM = Claim(
     # plain `audit run` without seeds: the first sequential look (the three-way rule
     # decides nothing below 6 pairs; a lock is reproduced with its own plan)
     default_seeds=tuple(range(10)),
+    # the metric `audit tune` may read: personalised accuracy on the clients' validation
+    # splits (every other accuracy reads test data)
+    validation_metrics=("val_acc",),
     scales=SCALES,
     run=run,
     analyse=analyse,

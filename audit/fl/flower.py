@@ -136,6 +136,10 @@ def state_digest(state: Mapping[str, torch.Tensor]) -> str:
 def upload_content(upload: Upload, partition_id: int, server_round: Optional[int] = None,
                    received: Optional[str] = None) -> RecordDict:
     """An engine ``Upload`` as a reply's ``RecordDict`` (see the module docstring)."""
+    if upload is None:
+        raise ValueError("the algorithm's upload returned None (a dropped message), which "
+                         "the Flower path does not support: every sampled client replies; "
+                         "run it on the engine (run_federated)")
     client = {PARTITION_KEY: int(partition_id)}
     if server_round is not None:
         client[ROUND_KEY] = int(server_round)
@@ -382,7 +386,17 @@ def client_app(model_fn: Callable[[], nn.Module], data_fn: Callable[[], Federate
 
     ``data_fn()`` builds the federated data once per process (Flower's Ray workers);
     ``model_fn`` and ``data_fn`` should be importable functions or picklable objects.
-    The reply carries ``algorithm.upload(...)`` (see the module docstring)."""
+    The reply carries ``algorithm.upload(...)`` (see the module docstring).
+
+    Of the engine's client-side hooks, ``local_steps`` is honoured (the same training
+    code); ``on_round_start`` is not (a Flower client sees only its own round), so an
+    algorithm that overrides it is refused here rather than silently run without it; an
+    ``upload`` of None (a dropped message) is refused when the client replies."""
+    probe = algorithm()
+    if type(probe).on_round_start is not Algorithm.on_round_start:
+        raise ValueError(f"{type(probe).__name__} overrides on_round_start, which the Flower "
+                         f"path does not call (a client sees only its own round); run it on "
+                         f"the engine (run_federated)")
     spec = (uuid.uuid4().hex, model_fn, data_fn, config, algorithm)
     app = ClientApp()
 
