@@ -670,14 +670,22 @@ class ThreeWayCodes(NamedTuple):
     refused: np.ndarray | None = None
 
 
-@lru_cache(maxsize=64)
+_SIGN_TABLE = np.ones((1, 1))
+
+
 def _sign_table(n_max: int) -> np.ndarray:
-    """``T[k, N] = scipy.stats.binom.sf(k - 1, N, 1/2)`` for 0 <= k, N <= n_max (one
-    scipy call, remembered), with 1 where N = 0: the sign test's p-values by lookup."""
-    k, N = np.meshgrid(np.arange(n_max + 1), np.arange(n_max + 1), indexing="ij")
-    table = np.asarray(_sps.binom.sf(k - 1, N, 0.5), dtype=float)
-    table[:, 0] = 1.0
-    return table
+    """``T[k, N] = scipy.stats.binom.sf(k - 1, N, 1/2)`` for 0 <= k, N <= at least n_max,
+    with 1 where N = 0: the sign test's p-values by lookup. One table, rebuilt (one scipy
+    call) only when a larger n is asked for; read-only."""
+    global _SIGN_TABLE
+    if _SIGN_TABLE.shape[0] <= n_max:
+        size = max(n_max + 1, 2 * _SIGN_TABLE.shape[0])
+        k, N = np.meshgrid(np.arange(size), np.arange(size), indexing="ij")
+        table = np.asarray(_sps.binom.sf(k - 1, N, 0.5), dtype=float)
+        table[:, 0] = 1.0
+        table.setflags(write=False)
+        _SIGN_TABLE = table
+    return _SIGN_TABLE
 
 
 def _sign_p(pos, neg):
