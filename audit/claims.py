@@ -252,7 +252,9 @@ class Claim:
         specs: the units to run for a context; default: every arm x every seed.
         paper_numbers: the paper's reported numbers, shown as the paper's.
         answers: extra record fields answered (for ``audit review``), field -> part id.
-        default_seeds: seeds used when none are given.
+        default_seeds: seeds used when none are given; 10 by default, the regression
+            scale's one look (the three-way rule decides nothing below 6 pairs, and at 6 or 7
+            only with every pair on one side).
         lock_file: where this claim's locks are kept (None: ``audit/locks.json``); a
             claim from an entry point gets ``locks.json`` beside its module by default.
         origin: "" for a built-in claim; for a plugin, the entry point it came from.
@@ -276,7 +278,7 @@ class Claim:
     specs: Callable[[RunContext], Sequence[RunSpec]] | None = field(default=None, repr=False)
     paper_numbers: tuple[PaperNumber, ...] = ()
     answers: Mapping[str, str] = field(default_factory=dict)
-    default_seeds: tuple[int, ...] = (0, 1, 2, 3, 4)
+    default_seeds: tuple[int, ...] = tuple(range(10))
     # audit.tuning.Search records: how each scale's settings were chosen (on tuning seeds)
     searches: tuple = ()
     # the result keys that read validation data only, the metrics `audit tune` may read;

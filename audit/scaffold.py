@@ -244,14 +244,12 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from audit import questions, stats
-from audit.analysis import mean_estimate, results_table
-from audit.claims import (Analysis, Arm, Claim, Paper, RecordRef, RunContext, RunSpec,
-                          Table)
+from audit import kit, questions, stats
+from audit.analysis import results_table
+from audit.claims import Analysis, Arm, Claim, Paper, RecordRef, RunContext, RunSpec
 ${piece_import}
 from audit.questions import Question
-from audit.verdict import (ALL_OUTCOMES, Estimate, Outcome, Premise, Rule, on_reviewer,
-                           premise_gate)
+from audit.verdict import Estimate, Premise
 
 CLAIM_ID = "${claim_id}"
 PAPER = Paper("${arxiv}", "EXAMPLE: the paper's title, in your words", "${version}",
@@ -303,75 +301,80 @@ def run(spec: RunSpec, ctx: RunContext) -> dict:
 ${fl_config}
     h = run_federated(model_fn, fed, ${algorithm}, fl,
                       checkpoint=ctx.checkpoint(spec), on_round=ctx.on_round)
+    # assay sensitivity: the final model's own test predictions with correct ones marked
+    # wrong at random, an expected drop of the equivalence margin (kit.planted_accuracy)
+    model = model_fn().to(ctx.device)
+    model.load_state_dict(h.final_state)
+    model.eval()
+    with torch.no_grad():
+        correct = (model(fed.x_test.to(ctx.device)).argmax(1).cpu() == fed.y_test.cpu())
+    planted = kit.planted_accuracy(correct.numpy(), float(cfg["equivalence_margin"]),
+                                   np.random.default_rng([spec.seed, 7]))
 ${result_note}    return {"init_acc": float(h.test_acc[0]), "final_acc": float(h.test_acc[-1]),
-            "val_acc": float(h.val_acc[-1]), "n_test": int(len(fed.y_test)),
-            "seconds": float(h.seconds)}
+            "planted_acc": planted, "val_acc": float(h.val_acc[-1]),
+            "n_test": int(len(fed.y_test)), "seconds": float(h.seconds)}
 
 
 # --------------------------------------------------------------------- rule and premise
-def _decide_gap(tw, resolution: float):
-    out = on_reviewer(tw.outcome, holds_when="SUPPORTED")  # the reviewer: ${winner} wins
-    needs = ""
-    if out == Outcome.INCONCLUSIVE:
-        needs = (f"about {tw.seeds_needed} seeds" if tw.seeds_needed
-                 else "more seeds or a larger scale")
-    return out, f"${arm_a} vs ${arm_b}, final accuracy: {tw.reason}", needs, {
-        "flip": tw.flip, "resolution": resolution, "unit": "accuracy"}
-
-
-RULE_GAP = Rule(
+RULE_GAP = kit.pair_rule(
     "gap",
     "Paired over seeds, metric = final global test accuracy, A = ${arm_a}, B = ${arm_b}: "
 ${rule_text}
-    _decide_gap, kind="experiment", reachable=ALL_OUTCOMES,
-)
+    a="${arm_a}", b="${arm_b}", metric="final accuracy",
+    holds_when="SUPPORTED")  # the reviewer: ${winner} wins by more than the margin
 
 
-def decide_gap(${arm_a}, ${arg_b}, config: Mapping[str, Any], alpha: float = ALPHA,
-               resolution: float | None = None):
+def decide_gap(${arm_a}, ${arg_b}, config: Mapping[str, Any], *, sensitive: bool,
+               alpha: float = ALPHA, resolution: float | None = None,
+               premise: Premise | None = None):
     """The part ``gap`` from per-seed accuracies (the falsifier drives it to each of its
-    reachable outcomes)."""
-    tw = stats.three_way(${arm_a}, ${arg_b}, margin=float(config["margin"]),
-                         equivalence_margin=float(config["equivalence_margin"]),
-                         alpha=alpha)
-    params = {"rule": tw.text(), "margin": f"{float(config['margin']):g}"}
-    return tw, RULE_GAP(tw, resolution, params=params)
+    reachable outcomes). ``sensitive``: whether the planted handicap was seen (no
+    equivalence counts without it); ``premise``: the gate (the gap explains the effect)."""
+    return kit.decide_pair(RULE_GAP, ${arm_a}, ${arg_b}, margin=float(config["margin"]),
+                           equivalence_margin=float(config["equivalence_margin"]),
+                           alpha=alpha, sensitive=sensitive, resolution=resolution,
+                           unit="accuracy", gate=premise)
 
 
 def premise_of(final, init, config: Mapping[str, Any], alpha: float) -> Premise:
-    """EXAMPLE premise: ${learner} learns (final beats initial accuracy)."""
+    """EXAMPLE premise: ${learner} learns (final beats initial accuracy). No planted
+    handicap checks this comparison, so it is never decided "not reproduced" by
+    equivalence (sensitive=False)."""
     tw = stats.three_way(final, init, margin=0.0,
-                         equivalence_margin=float(config["equivalence_margin"]), alpha=alpha)
-    status = {"SUPPORTED": "reproduced", "FALSIFIED": "not reproduced",
-              "INCONCLUSIVE": "undecided"}[tw.outcome]
+                         equivalence_margin=float(config["equivalence_margin"]), alpha=alpha,
+                         sensitive=False)
     est = Estimate.of("premise_final_minus_init", tw.difference, "accuracy",
                       "${arm_a} arm: final - initial global accuracy (paired)")
-    return Premise("${learner} learns: its final accuracy beats the initial "
-                   "model's", status, f"{tw.text()}: {tw.reason}", est)
+    return kit.premise("${learner} learns: its final accuracy beats the initial model's",
+                       tw, estimate=est)
 
 
 # ---------------------------------------------------------------------------- analyse
 def analyse(results: Mapping[RunSpec, Mapping], ctx: RunContext) -> Analysis:
     seeds = list(ctx.seeds)
-    alpha = ALPHA * ctx.alpha_fraction  # a sequential look spends a share of alpha
+    alpha = kit.look_alpha(ALPHA, ctx)  # a sequential look spends a share of alpha
     final = results_table(results, "final_acc", ARM_NAMES, seeds)  # arm -> per-seed array
     init = results_table(results, "init_acc", ["${arm_a}"], seeds)["${arm_a}"]
+    planted = results_table(results, "planted_acc", ["${arm_a}"], seeds)["${arm_a}"]
     n_test = int(results[RunSpec("${arm_a}", seeds[0])]["n_test"])
+    d = float(ctx.config["equivalence_margin"])
 
     premise = premise_of(final["${arm_a}"], init, ctx.config, alpha)
-    tw, part = decide_gap(final["${arm_a}"], final["${arm_b}"], ctx.config, alpha,
-                          resolution=1.0 / n_test)
-    part = premise_gate(part, premise)
+    assay = kit.planted_assay(final["${arm_a}"], planted, detect_above=d / 2,
+                              equivalence_margin=d, alpha=alpha,
+                              label=f"${arm_a} minus its copy with a planted drop of {d:g}")
+    tw, part = decide_gap(final["${arm_a}"], final["${arm_b}"], ctx.config,
+                          sensitive=assay.sensitive, alpha=alpha, resolution=1.0 / n_test,
+                          premise=premise)
     estimates = (
         Estimate.of("gap", tw.difference, "accuracy",
                     "${arm_a} - ${arm_b}, final global accuracy (the rule's interval)"),
-        *(mean_estimate(f"final_acc_{a}", final[a], "accuracy",
-                        f"{a}: final global accuracy, mean over seeds") for a in ARM_NAMES),
+        *kit.arm_means(final, ARM_NAMES, "final_acc", "accuracy", "final global accuracy"),
     )
-    table = Table("Final global accuracy per seed", ("seed", *ARM_NAMES),
-                  tuple((s, *(round(float(final[a][i]), 4) for a in ARM_NAMES))
-                        for i, s in enumerate(seeds)))
-    notes = ("EXAMPLE notes: say plainly what this test shows and what it does not.",)
+    table = kit.per_seed_table("Final global accuracy per seed", final, ARM_NAMES, seeds)
+    notes = (f"Assay sensitivity ({assay.text}): "
+             f"{'shown' if assay.sensitive else 'not shown, so no equivalence counts'}.",
+             "EXAMPLE notes: say plainly what this test shows and what it does not.")
     return Analysis(estimates, (part,), (table,), (), notes, premise=premise)
 
 
@@ -446,7 +449,7 @@ CASES = {${confirmed_note}
 @pytest.mark.parametrize("outcome", claim_module.RULE_GAP.reachable)
 def test_rule_reaches_each_declared_outcome(outcome):
     config = claim_module.SCALES["smoke"]
-    _, part = claim_module.decide_gap(CASES[outcome], BASE, config)
+    _, part = claim_module.decide_gap(CASES[outcome], BASE, config, sensitive=True)
     assert part.verdict.value == outcome
 '''
 
@@ -489,8 +492,9 @@ DEFAULT_SEEDS = tuple(range(8))
 # each client's share held out for validation: ``val_acc`` is read for choosing settings
 # (``audit tune --metric val_acc``), never the test accuracy the verdict reads
 VAL_FRACTION = 0.1
-# EXAMPLE: the review record's fields this claim answers
-RECORD_FIELDS = ("EXAMPLE: field.path",)''',
+# EXAMPLE: the review record's fields this claim answers (paths such as "falsifier" or
+# "referee_report.major_comments[1]"; coverage.md maps each record item to them)
+RECORD_FIELDS = ("falsifier",)''',
     "piece": '''\
 def server_step(eta: float):
     """A server piece (``audit.fl.aggregate``): global <- prev + eta * (proposed - prev).
@@ -597,7 +601,7 @@ with ``audit tune --metric val_acc``; the verdict reads the test accuracy only.
     "settings": '''\
 DEFAULT_SEEDS = tuple(range(8))  # the three-way rule needs at least 6 pairs
 VAL_FRACTION = 0.1  # each client's share held out for val_acc (tuning, never the verdict)
-RECORD_FIELDS = ("EXAMPLE: field.path",)  # the review record's fields this claim answers''',
+RECORD_FIELDS = ("falsifier",)  # EXAMPLE: the review record's fields this claim answers''',
     "piece": '''\
 class Stragglers(Algorithm):
     """FedAvg in which, each round, a share of the sampled clients are stragglers that

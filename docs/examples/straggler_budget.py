@@ -8,15 +8,16 @@ from __future__ import annotations
 
 import numpy as np
 
-from audit import questions, stats
-from audit.analysis import mean_estimate, results_table
+from audit import kit, questions, stats
+from audit.analysis import results_table
 from audit.claims import Analysis, Arm, Claim, Paper, RecordRef, RunContext, RunSpec
 from audit.fl.engine import Algorithm
 from audit.questions import Question
-from audit.verdict import (ALL_OUTCOMES, Estimate, Outcome, Premise, Rule, on_reviewer,
-                           premise_gate)
+from audit.verdict import Estimate
 
 MARGIN, ALPHA = 0.05, 0.05  # the margin comes from the paper, never from our runs
+# the share of stragglers and their fraction of steps are the claim's own terms (its
+# statement), fixed before any run; never tuned on verdict seeds
 
 
 class Stragglers(Algorithm):
@@ -80,43 +81,31 @@ def run(spec: RunSpec, ctx: RunContext) -> dict:
             "val_acc": float(h.val_acc[-1]), "n_test": int(len(fed.y_test))}
 
 
-def _decide_gap(tw, resolution):
-    out = on_reviewer(tw.outcome, holds_when="SUPPORTED")  # the reviewer: full wins by > m
-    needs = "" if out != Outcome.INCONCLUSIVE else (
-        f"about {tw.seeds_needed} seeds" if tw.seeds_needed else "a larger scale")
-    return out, f"full vs stragglers, final accuracy: {tw.reason}", needs, {
-        "flip": tw.flip, "resolution": resolution, "unit": "accuracy"}
-
-
-RULE_GAP = Rule("gap", "Paired over seeds, metric = final global test accuracy, A = full, "
-                "B = stragglers: {rule}. CONFIRMED when SUPPORTED (stragglers cost more "
-                "than m = {margin}), REFUTED when FALSIFIED, INCONCLUSIVE otherwise.",
-                _decide_gap, kind="experiment", reachable=ALL_OUTCOMES)
-
-
-def decide_gap(full, slow, config, alpha=ALPHA, resolution=None):
-    tw = stats.three_way(full, slow, margin=float(config["margin"]),
-                         equivalence_margin=float(config["margin"]), alpha=alpha)
-    return tw, RULE_GAP(tw, resolution, params={"rule": tw.text(),
-                                                "margin": f"{config['margin']:g}"})
+RULE_GAP = kit.pair_rule(
+    "gap", "Paired over seeds, metric = final global test accuracy, A = full, B = stragglers: "
+    "{rule}. CONFIRMED when SUPPORTED (stragglers cost more than m = {margin}), REFUTED when "
+    "FALSIFIED, INCONCLUSIVE otherwise.", a="full", b="stragglers",
+    metric="final accuracy", holds_when="SUPPORTED")  # the reviewer: full wins by > m
 
 
 def analyse(results, ctx: RunContext) -> Analysis:
-    seeds, alpha = list(ctx.seeds), ALPHA * ctx.alpha_fraction  # a look's share of alpha
+    seeds, alpha = list(ctx.seeds), kit.look_alpha(ALPHA, ctx)  # a look's share of alpha
+    m = float(ctx.config["margin"])
     final = results_table(results, "final_acc", ARM_NAMES, seeds)
     init = results_table(results, "init_acc", ["full"], seeds)["full"]
-    learns = stats.three_way(final["full"], init, margin=0.0,
-                             equivalence_margin=float(ctx.config["margin"]), alpha=alpha)
-    status = {"SUPPORTED": "reproduced", "FALSIFIED": "not reproduced",
-              "INCONCLUSIVE": "undecided"}[learns.outcome]
-    premise = Premise("FedAvg with full work learns (final beats initial accuracy)", status,
-                      f"{learns.text()}: {learns.reason}")
+    # no planted handicap here, so no equivalence counts (sensitive=False) in either rule
+    learns = stats.three_way(final["full"], init, margin=0.0, equivalence_margin=m,
+                             alpha=alpha, sensitive=False)
+    premise = kit.premise("FedAvg with full work learns (final beats initial accuracy)",
+                          learns)
     n_test = int(results[RunSpec("full", seeds[0])]["n_test"])
-    tw, part = decide_gap(final["full"], final["stragglers"], ctx.config, alpha, 1 / n_test)
+    tw, part = kit.decide_pair(RULE_GAP, final["full"], final["stragglers"], margin=m,
+                               equivalence_margin=m, alpha=alpha, sensitive=False,
+                               resolution=1 / n_test, unit="accuracy", gate=premise)
     estimates = (Estimate.of("gap", tw.difference, "accuracy", "full - stragglers"),
-                 *(mean_estimate(f"final_acc_{a}", final[a], "accuracy", f"{a}: final "
-                                 "global accuracy, mean over seeds") for a in ARM_NAMES))
-    return Analysis(estimates, (premise_gate(part, premise),), (), (), (), premise=premise)
+                 *kit.arm_means(final, ARM_NAMES, "final_acc", "accuracy",
+                                "final global accuracy"))
+    return Analysis(estimates, (part,), (), (), (), premise=premise)
 
 
 QUESTIONS = (Question("gap", "Do stragglers cost more than the margin in final accuracy?",
