@@ -35,7 +35,7 @@ from fractions import Fraction
 
 import numpy as np
 
-from audit import stats
+from audit import kit, stats
 from audit.claims import (FEDTLU, RECORDS, Analysis, Arm, AuditError, Claim, Figure,
                           PaperNumber, RecordRef, RunContext, RunSpec, Table)
 from audit.analysis import mean_band, results_table
@@ -989,6 +989,10 @@ def analyse(results, ctx: RunContext) -> Analysis:
            f"so the noisy setting is a weak stand-in for the paper's noise condition."
            if hurt <= 0 else f"raise Random's perplexity by {hurt:.3g}."),
     )
+    for st in ppl:
+        tables.append(kit.misbehaviour_table(
+            kit.misbehaving_seeds(ppl[st], ARMS, seeds, higher_is_better=False),
+            len(seeds), f"final global test perplexity, {st} setting"))
     return Analysis(tuple(E), tuple(parts), tuple(tables), tuple(figures), notes,
                     premise=premise)
 

@@ -35,7 +35,7 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from audit import stats
+from audit import kit, stats
 from audit.claims import (FLAYER, RECORDS, Analysis, Arm, AuditError, Claim, Figure,
                           PaperNumber, RecordRef, RunContext, RunSpec, Table)
 from audit.analysis import difference_estimate, mean_estimate, results_table
@@ -268,17 +268,14 @@ def premise_of(tw, arm: str = PREMISE_ARM, sensitivity: str = "") -> Premise:
     """The paper's effect: FLAYER (with a working server rule) beats FedAvg on the
     personalised accuracy. three_way SUPPORTED -> reproduced, FALSIFIED -> not reproduced,
     INCONCLUSIVE -> undecided."""
-    status = {"SUPPORTED": "reproduced", "FALSIFIED": "not reproduced",
-              "INCONCLUSIVE": "undecided"}[tw.outcome]
-    d = tw.difference
-    est = Estimate.of("premise_flayer_minus_fedavg", d, "accuracy",
+    est = Estimate.of("premise_flayer_minus_fedavg", tw.difference, "accuracy",
                       f"{arm} - fedavg, final personalised accuracy (paired, the rule's "
                       f"interval)")
-    return Premise(f"FLAYER ({arm} server, the release's rule) beats FedAvg, final "
-                   f"personalised accuracy (paper: FLAYER ahead of its baselines)",
-                   status, f"{tw.text()}: {tw.reason}" + (
-                       f" Assay sensitivity of this comparison: {sensitivity}."
-                       if sensitivity else ""), est)
+    return kit.premise(f"FLAYER ({arm} server, the release's rule) beats FedAvg, final "
+                       f"personalised accuracy (paper: FLAYER ahead of its baselines)",
+                       tw, estimate=est, note=(
+                           f" Assay sensitivity of this comparison: {sensitivity}."
+                           if sensitivity else ""))
 
 
 # ------------------------------------------------------------------------------- scales
@@ -655,8 +652,7 @@ def analyse(results: Mapping[RunSpec, Mapping], ctx: RunContext) -> Analysis:
             with stats.without_flip():
                 tp = stats.three_way(p[PREMISE_ARM], p["fedavg"], margin=0.0,
                                      equivalence_margin=equiv, alpha=alpha, sensitive=False)
-            st_prem = {"SUPPORTED": "reproduced", "FALSIFIED": "not reproduced",
-                       "INCONCLUSIVE": "undecided"}[tp.outcome]
+            st_prem = kit.PREMISE_STATUS[tp.outcome]
             row_note = (f"premise here ({PREMISE_ARM} - fedavg {tp.difference.mean:+.3f}): "
                         f"{st_prem}")
             if st_prem != "reproduced" and o != Outcome.INCONCLUSIVE:
@@ -871,6 +867,8 @@ def analyse(results: Mapping[RunSpec, Mapping], ctx: RunContext) -> Analysis:
                 f"printed rule could give the reported accuracy cannot be read from this "
                 f"setting.", ("premise_flayer_minus_fedavg",)),
     )
+    tables.append(kit.misbehaviour_table(kit.misbehaving_seeds(pers, ARM_NAMES, seeds),
+                                         len(seeds), "final personalised accuracy"))
     return Analysis(tuple(E), (part_s, part_c, part_co, part_g, part_h), tuple(tables),
                     tuple(figures),
                     notes, premise=premise, settings=setting_rows, findings=findings,

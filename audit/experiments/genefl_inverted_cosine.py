@@ -34,7 +34,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from audit import stats
+from audit import kit, stats
 from audit.analysis import mean_estimate, results_table
 from audit.tuning import Search, tuning_seeds
 from audit.claims import (GENEFL, RECORDS, Analysis, Arm, AuditError, Claim, Figure,
@@ -453,14 +453,13 @@ COMBINATION = questions.combination(QUESTIONS)
 
 
 def _premise_decide(tw, d) -> Premise:
-    status = {"SUPPORTED": "reproduced", "FALSIFIED": "not reproduced",
-              "INCONCLUSIVE": "undecided"}[tw.outcome]
-    return Premise("the learnGene (top-gamma, as printed) beats no gene on agnostic "
-                   "clients (accuracy after the same local steps)", status,
-                   "three-way rule, A = top-gamma gene, B = no gene, margin 0, d = "
-                   f"{d}: {tw.reason}",
-                   Estimate.of("premise_top_minus_nogene", tw.difference, "accuracy",
-                               "paired by seed: top-gamma gene - no gene"))
+    return kit.premise("the learnGene (top-gamma, as printed) beats no gene on agnostic "
+                       "clients (accuracy after the same local steps)", tw,
+                       rule=f"three-way rule, A = top-gamma gene, B = no gene, margin 0, "
+                            f"d = {d}",
+                       estimate=Estimate.of("premise_top_minus_nogene", tw.difference,
+                                            "accuracy",
+                                            "paired by seed: top-gamma gene - no gene"))
 
 
 # ----------------------------------------------------------------------- analysis
@@ -859,6 +858,8 @@ def analyse(results, ctx: RunContext) -> Analysis:
                 ("diff_agnostic_top_minus_bottom-gamma", "diff_agnostic_top_minus_no-gene")),
         fair_finding, sweep_finding,
     )
+    tables.append(kit.misbehaviour_table(kit.misbehaving_seeds(acc, arms, seeds),
+                                         len(seeds), "agnostic clients' accuracy"))
     return Analysis(estimates=tuple(est), parts=parts, tables=tuple(tables),
                     figures=tuple(figs), notes=tuple(notes), premise=premise,
                     findings=findings, settings=settings,

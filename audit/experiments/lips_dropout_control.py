@@ -49,7 +49,7 @@ from typing import Any, Callable, Mapping
 
 import numpy as np
 
-from audit import stats
+from audit import kit, stats
 from audit.analysis import difference_estimate, mean_estimate
 from audit.tuning import Search, tuning_seeds
 from audit.claims import (LIPS, RECORDS, Analysis, Arm, AuditError, Claim, Figure,
@@ -747,13 +747,12 @@ def _premise(tw, alpha: float) -> Premise:
     beats FedBN" (m = 0, d, alpha_premise x alpha_fraction): SUPPORTED -> reproduced,
     FALSIFIED (below FedBN, or within +-d with the planted handicap detected) -> not
     reproduced, INCONCLUSIVE -> undecided."""
-    status = {"SUPPORTED": "reproduced", "FALSIFIED": "not reproduced",
-              "INCONCLUSIVE": "undecided"}[tw.outcome]
     est = Estimate.of("premise_lips_minus_fedbn", tw.difference, "points",
                       f"LIPS minus FedBN, {100 * (1 - alpha):.4g}% {tw.difference.method} "
                       "CI (paper: +4.76 on CIFAR-100 Dir(0.1))")
-    return Premise(PREMISE_EFFECT, status, f"three-way rule on LIPS - FedBN (m = 0, d = "
-                   f"{tw.equivalence_margin:g}, alpha = {alpha:.4g}): {tw.reason}", est)
+    return kit.premise(PREMISE_EFFECT, tw, estimate=est,
+                       rule=f"three-way rule on LIPS - FedBN (m = 0, d = "
+                            f"{tw.equivalence_margin:g}, alpha = {alpha:.4g})")
 
 
 def _inertia_note(acc, cos_final, cfg) -> str:
@@ -1254,7 +1253,9 @@ def analyse(results, ctx: RunContext) -> Analysis:
             f"perturb the weights right after aggregation.",
             ("cos_lift_lips", "cos_lift_noise", "cos_lift_dropout")))
     return Analysis(tuple(est) + tuple(more_est), parts,
-                    (t_arms, t_cmp, t_side, t_grid, per_seed, t_layers) + more_tables,
+                    (t_arms, t_cmp, t_side, t_grid, per_seed, t_layers) + more_tables
+                    + (kit.misbehaviour_table(kit.misbehaving_seeds(acc, ARM_NAMES, ctx.seeds),
+                                              n, "personalised test accuracy, points"),),
                     (fig_cos, fig_acc) + more_figs, notes, premise=premise,
                     findings=tuple(findings))
 
