@@ -5,8 +5,10 @@ from (the review record and its fields), our paraphrase of it, the arms that tes
 rules that decide it, and the verdicts locked for each scale (``audit/locks.json``).
 
 Each claim lives in its own module under ``audit/experiments/`` and defines a module-level
-``CLAIM``. Adding a claim is one new module plus one line in :data:`CLAIM_MODULES`; until
-the module exists, the claim is listed as pending from :data:`PENDING`.
+``CLAIM``. Adding a claim is one new module there: the folder is the list
+(:data:`CLAIM_MODULES`, read from it), so no second list of modules or titles is kept.
+Code that claims share lives with its paper's algorithm (``audit/algorithms/``), never in
+``audit/experiments/``.
 
 A claim may also live in a separately installed package: each entry point of the group
 ``audit.claims`` (:data:`ENTRY_POINT_GROUP`) names a module that defines ``CLAIM`` (or the
@@ -38,17 +40,18 @@ from audit.verdict import Combination, Estimate, Outcome, Part, Premise, Rule
 
 LOCKS_PATH = Path(__file__).with_name("locks.json")
 
-# One registration line per claim: the module under audit/experiments/ that defines
-# ``CLAIM``. While a module does not exist yet, its claim is listed from PENDING below.
-CLAIM_MODULES: tuple[str, ...] = (
-    "audit.experiments.flayer_masked_zero",
-    "audit.experiments.fedtlu_lower_bound",
-    "audit.experiments.genefl_inverted_cosine",
-    "audit.experiments.genefl_uplink_bytes",
-    "audit.experiments.lips_dropout_control",
-    "audit.experiments.flayer_eq4_unbounded",
-    "audit.experiments.fedtlu_score_undefined",
-)
+
+
+def _built_in_modules() -> tuple[str, ...]:
+    """Every module in ``audit/experiments/`` (each defines ``CLAIM``), by name; read from
+    the folder, without importing anything (``audit list`` stays torch-free)."""
+    folder = Path(__file__).with_name("experiments")
+    return tuple(f"audit.experiments.{p.stem}" for p in sorted(folder.glob("*.py"))
+                 if not p.stem.startswith("_"))
+
+
+#: The built-in claims' modules: the files of ``audit/experiments/``, one claim each.
+CLAIM_MODULES: tuple[str, ...] = _built_in_modules()
 
 
 # ---------------------------------------------------------------------------- records
@@ -347,22 +350,6 @@ class Claim:
         return Outcome(lock["verdict"]) if lock else None
 
 
-@dataclass(frozen=True)
-class PendingClaim:
-    """A claim whose falsifier is not built yet: listed, never run."""
-
-    id: str
-    paper: Paper
-    record: RecordRef
-    title: str
-    statement: str
-    status: str = "pending"
-    stochastic: bool = True
-
-    def locks(self) -> dict[str, dict]:
-        return {}
-
-
 # ------------------------------------------------------------------------- the papers
 # Titles are our one-line descriptions (the review records carry no titles); versions
 # are the arXiv versions the records reviewed (their ``paper_version`` field).
@@ -381,39 +368,6 @@ RECORDS = {
     "2506.00932": "003_82127fc259f0efbc.txt",
     "2504.14628": "004_be6e3340ef2e80e7.txt",
 }
-
-# The fixed claims, listed (as pending) until their module in CLAIM_MODULES exists.
-PENDING: tuple[PendingClaim, ...] = (
-    PendingClaim("flayer-masked-zero", FLAYER,
-                 RecordRef(RECORDS[FLAYER.arxiv_id], ("skeptic_critique.concrete_test",)),
-                 "masked-zero aggregation collapse",
-                 "Run as printed, the server average lets masked-out coordinates enter as "
-                 "zeros, so unselected weights vanish and selected ones shrink; the "
-                 "reported accuracy could not come from that rule."),
-    PendingClaim("fedtlu-lower-bound", FEDTLU,
-                 RecordRef(RECORDS[FEDTLU.arxiv_id], ("skeptic_critique.concrete_test",)),
-                 "lower-bound fallacy",
-                 "Comparing two lower bounds does not order the true loss decreases, the "
-                 "score is never tied to the gradient-mass assumption, and the reported "
-                 "gains over random selection sit inside run-to-run noise."),
-    PendingClaim("genefl-inverted-cosine", GENEFL,
-                 RecordRef(RECORDS[GENEFL.arxiv_id], ("skeptic_critique.concrete_test",)),
-                 "inverted cosine score",
-                 "A high cosine to the previous weights means a layer moved little, so "
-                 "keeping the top-scored layers keeps the most stable ones, the opposite "
-                 "of what the prose says the score measures."),
-    PendingClaim("genefl-uplink-bytes", GENEFL,
-                 RecordRef(RECORDS[GENEFL.arxiv_id], ("skeptic_critique.concrete_test",)),
-                 "uplink vs bidirectional bytes",
-                 "The fourfold saving counts only uploads; with the full cluster model sent "
-                 "down every round the total saving is well under two, and the paper's own "
-                 "formula does not give its tables' totals."),
-    PendingClaim("lips-dropout-control", LIPS,
-                 RecordRef(RECORDS[LIPS.arxiv_id], ("skeptic_critique.concrete_test",)),
-                 "dropout control",
-                 "The accuracy gain is never compared with generic regularisation of the "
-                 "middle layers, so it is not shown to come from curing layer inertia."),
-)
 
 
 # --------------------------------------------------------------------------- registry
@@ -635,9 +589,9 @@ def plugin_claims(taken: Mapping[str, str]) -> dict[str, Claim]:
     return out
 
 
-def registry() -> dict[str, Claim | PendingClaim]:
-    """Every claim, built or pending, by id (built claims first, in registration order;
-    then the claims of installed plugins, by entry-point name)."""
+def registry() -> dict[str, Claim]:
+    """Every claim by id: the built-in ones (by module name), then the claims of installed
+    plugins (by entry-point name)."""
     built: dict[str, Claim] = {}
     where: dict[str, str] = {}
     for name in CLAIM_MODULES:
@@ -649,17 +603,12 @@ def registry() -> dict[str, Claim | PendingClaim]:
             continue
         built[module.CLAIM.id] = module.CLAIM
         where[module.CLAIM.id] = f"the built-in module {name}"
-    for pending in PENDING:
-        where.setdefault(pending.id, "a built-in (pending) claim")
-    out: dict[str, Claim | PendingClaim] = {}
-    for pending in PENDING:  # the five fixed ids keep their order
-        out[pending.id] = built.pop(pending.id, pending)
-    out.update(built)
+    out: dict[str, Claim] = dict(built)
     out.update(plugin_claims(where))
     return out
 
 
-def get(claim_id: str) -> Claim | PendingClaim:
+def get(claim_id: str) -> Claim:
     claims = registry()
     if claim_id not in claims:
         raise AuditError(f"unknown claim id {claim_id!r}; known ids: {', '.join(claims)}")

@@ -31,7 +31,7 @@ from typing import Sequence
 
 from audit import claims as claims_mod
 from audit import safeio
-from audit.claims import AuditError, Claim, PendingClaim
+from audit.claims import AuditError, Claim
 from audit.runner import SCALES, Cache, check_device, execute, make_context
 
 DEFAULT_OUT = Path("reports")
@@ -291,7 +291,7 @@ def cmd_list(args) -> int:
     return 0
 
 
-def _select(args) -> list[Claim | PendingClaim]:
+def _select(args) -> list[Claim]:
     reg = claims_mod.registry()
     if args.all and args.ids:
         raise AuditError("give claim ids or --all, not both")
@@ -306,9 +306,6 @@ def _contexts(args, selected):
     seeds = args.seed_list if args.seed_list is not None else args.seeds
     out = []
     for c in selected:
-        if isinstance(c, PendingClaim):
-            out.append((c, None))
-            continue
         overrides = dict(args.overrides)
         unknown = sorted(set(overrides) - set(c.scales.get(args.scale, {})))
         if unknown and c.scales.get(args.scale) is not None:
@@ -340,13 +337,13 @@ def _execute_all(args, write_reports: bool, unlocked: list | None = None):
     if unlocked is not None:
         keep = []
         for claim, ctx in contexts:
-            if ctx is not None and ctx.scale not in claim.locks():
+            if ctx.scale not in claim.locks():
                 unlocked.append(claim.id)
             else:
                 keep.append((claim, ctx))
         contexts = keep
     # every plan checked before the first claim ran, and before --out is created
-    plans = {claim.id: _plan(args, claim) for claim, ctx in contexts if ctx is not None}
+    plans = {claim.id: _plan(args, claim) for claim, _ in contexts}
     if write_reports:
         safeio.check_output_folder(args.out)  # never replace a file audit did not write
         report.check_writable(args.out)
@@ -358,9 +355,6 @@ def _execute_all(args, write_reports: bool, unlocked: list | None = None):
     eta = _Eta(args, contexts, plans, cache)
     results = []
     for claim, ctx in contexts:
-        if ctx is None:
-            print(f"{claim.id}: pending, its falsifier is not built yet; nothing to run")
-            continue
         plan = plans[claim.id]  # every plan checked before the first claim ran
         if plan is not None:
             from audit.runner import execute_sequential
@@ -422,8 +416,6 @@ class _Eta:
         # no line before the first estimate: a bad input (a missing dataset) found while
         # timing is then the one error line, before anything ran or was written
         for claim, ctx in contexts:
-            if ctx is None:
-                continue
             per = seconds_per_seed(claim, ctx, root, progress=lambda m: print(
                 m, file=sys.stderr)) / workers
             plan = plans.get(claim.id)
@@ -632,8 +624,6 @@ def cmd_estimate(args) -> int:
     out = []
     for cid in args.ids:
         claim = claims_mod.get(cid)
-        if isinstance(claim, PendingClaim):
-            raise AuditError(f"claim {cid!r} is pending: its falsifier is not built yet")
         est = estimate(claim, args.scale, args.seeds, args.device, args.data_dir,
                        dict(args.overrides), args.rounds, args.arms,
                        progress=lambda m: print(m, file=sys.stderr))
@@ -668,8 +658,6 @@ def cmd_tune(args) -> int:
     from audit import tuning
 
     claim = claims_mod.get(args.id)
-    if isinstance(claim, PendingClaim):
-        raise AuditError(f"claim {args.id!r} is pending: its falsifier is not built yet")
     check_device(args.device)
     if args.contrast is not None and len(args.contrast) != 2:
         raise AuditError(f"--contrast takes A:B, got {':'.join(args.contrast)}")

@@ -14,8 +14,7 @@ field paths in ``claim.record.fields`` are answered by the claim as a whole, and
 the paper's arXiv id. The declarations live next to each claim, never here.
 
 The verdict shown comes from ``reports/<claim-id>.json`` (its ``verdict``, or the entry
-of ``parts`` named by the part id); "not run" when no report exists; "pending" for a
-claim whose falsifier is not built. An uncovered item shows the one-line reason from the
+of ``parts`` named by the part id); "not run" when no report exists. An uncovered item shows the one-line reason from the
 paper's notes (``audit.papers``). The table shows our paraphrase of each item, never
 the record's text.
 
@@ -33,7 +32,7 @@ from typing import Any, Mapping
 
 from audit import claims as claims_mod
 from audit import papers, safeio
-from audit.claims import AuditError, PendingClaim
+from audit.claims import AuditError
 
 TOP_ITEMS = ("skeptic_critique.concrete_test", "skeptic_critique.load_bearing_attack",
              "falsifier")
@@ -50,7 +49,7 @@ class Cover:
 
     claim: str
     part: str | None
-    verdict: str  # CONFIRMED / REFUTED / INCONCLUSIVE, "pending", "not run", ...
+    verdict: str  # CONFIRMED / REFUTED / INCONCLUSIVE, "not run", ...
     scale: str | None = None
 
 
@@ -186,8 +185,6 @@ def _verdict(claim, ref: str | None, out: Path) -> tuple[str, str | None]:
     question's word across scales (SPLIT when they differ, never one promoted)."""
     from audit import report
 
-    if isinstance(claim, PendingClaim) or getattr(claim, "status", "ready") == "pending":
-        return "pending", None
     found: dict[str, str] = {}
     for folder in (out, out / "full"):
         if folder != out and not folder.is_dir():

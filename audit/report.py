@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping
 
 from audit import safeio
-from audit.claims import AuditError, Claim, PendingClaim
+from audit.claims import AuditError, Claim
 from audit.runner import ClaimResult, regenerate_command, with_overrides
 from audit.seeds import is_tuning
 
@@ -790,7 +790,7 @@ def _questions_section(out_dir: Path, claims: Mapping) -> list[str]:
             _table(header, rows), ""]
 
 
-def write_index(out_dir: Path, claims: Mapping[str, Claim | PendingClaim]) -> Path:
+def write_index(out_dir: Path, claims: Mapping[str, Claim]) -> Path:
     """``out_dir/README.md``: one row per claim. A sibling JSON that is not a valid report
     is left out of the index with a warning line naming it; it does not fail the index.
     Reading the reports and writing the index hold the folder's lock, so two processes
@@ -801,7 +801,7 @@ def write_index(out_dir: Path, claims: Mapping[str, Claim | PendingClaim]) -> Pa
         return _write_index(out_dir, claims)
 
 
-def _write_index(out_dir: Path, claims: Mapping[str, Claim | PendingClaim]) -> Path:
+def _write_index(out_dir: Path, claims: Mapping[str, Claim]) -> Path:
     rows = []
     scales: set[str] = set()  # of the reports in this folder: the regenerate command's
     for cid, claim in claims.items():
@@ -835,7 +835,7 @@ def _write_index(out_dir: Path, claims: Mapping[str, Claim | PendingClaim]) -> P
                          lock_txt, "—", "report unreadable"])
             continue
         if data is None:
-            status = "pending (falsifier not built)" if claim.status == "pending" else "not run"
+            status = "not run"
             rows.append([f"`{cid}`", _inert(claim.paper.cite()), _inert(claim.title), "—", "—",
                          "—", "—",
                          lock_txt, "—", status])

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
 import audit
-from audit.claims import AuditError, Claim, PendingClaim, RunContext, RunSpec
+from audit.claims import AuditError, Claim, RunContext, RunSpec
 # re-exported where they used to live: the version and data keys (audit.keys) and the
 # seed rules (audit.seeds) sit below the run-context types, which use them
 from audit.keys import code_version, data_identity  # noqa: F401
@@ -574,7 +574,7 @@ class FunctionBackend(LocalBackend):
             yield spec, self.fn(spec)
 
 
-def execute(claim: Claim | PendingClaim, ctx: RunContext, *, cache: Cache,
+def execute(claim: Claim, ctx: RunContext, *, cache: Cache,
             progress: bool = True, backend: Any = None,
             runner: Callable | None = None, command: str = "") -> ClaimResult:
     """Run every unit of ``claim`` (from the cache where possible), analyse and decide.
@@ -584,8 +584,6 @@ def execute(claim: Claim | PendingClaim, ctx: RunContext, *, cache: Cache,
     units over a Ray cluster). Each result is cached the moment it arrives, so an
     interrupted sweep loses only the units still in flight.
     """
-    if isinstance(claim, PendingClaim):
-        raise AuditError(f"claim {claim.id!r} is pending: its falsifier is not built yet")
     if backend is None:
         backend = FunctionBackend(runner) if runner is not None else LocalBackend()
     t0 = time.perf_counter()

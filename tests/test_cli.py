@@ -73,17 +73,19 @@ def test_verify_passes_on_the_lock_and_fails_on_a_flip(toy, tmp_path, monkeypatc
             in capsys.readouterr().err)
 
 
-def test_pending_claim_says_so_in_one_line(capsys, monkeypatch):
+def test_the_experiments_folder_is_the_registry():
+    """Every module of audit/experiments is a built-in claim (no second list of modules or
+    titles is kept), and each defines the claim its file names."""
+    from pathlib import Path
+
     from audit import claims
 
-    # a claim whose module is not registered is listed from PENDING
-    monkeypatch.setattr(claims, "CLAIM_MODULES", ())
-    assert main(["run", "lips-dropout-control"]) == 0
-    out = capsys.readouterr().out.strip().splitlines()
-    assert out == ["lips-dropout-control: pending, its falsifier is not built yet; "
-                   "nothing to run"]
-    assert main(["list"]) == 0
-    assert "pending" in capsys.readouterr().out
+    folder = Path(claims.__file__).with_name("experiments")
+    files = sorted(p.stem for p in folder.glob("*.py") if not p.stem.startswith("_"))
+    assert [m.rsplit(".", 1)[1] for m in claims._built_in_modules()] == files
+    built = {cid: c for cid, c in claims.registry().items() if not c.origin}
+    assert sorted(c.id.replace("-", "_") for c in built.values()) == files
+    assert not hasattr(claims, "PENDING") and not hasattr(claims, "PendingClaim")
 
 
 @pytest.mark.parametrize("argv, message", [

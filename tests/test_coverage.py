@@ -12,7 +12,7 @@ import pytest
 
 from audit import claims as claims_mod
 from audit import coverage
-from audit.claims import Claim, Paper, PendingClaim, RecordRef
+from audit.claims import Claim, Paper, RecordRef
 from audit.cli import main
 from audit.verdict import ALL_PARTS
 
@@ -69,13 +69,12 @@ def _record(arxiv: str = TOY.arxiv_id, **drop) -> dict:
 
 @pytest.fixture
 def toy_registry(monkeypatch):
-    """Two toy claims of a toy paper: one built (with a part answer), one pending."""
+    """Two toy claims of a toy paper: one with a report (and a part answer), one not run."""
     built = _claim("toy-built", ("skeptic_critique.concrete_test",
                                  "referee_report.major_comments[1]"),
                    {"referee_report.major_comments[1]": "seeds"})
-    pending = PendingClaim("toy-pending", TOY, RecordRef("toy.json", ("falsifier",)),
-                           "toy pending", "toy")
-    reg = {"toy-built": built, "toy-pending": pending}
+    unrun = _claim("toy-unrun", ("falsifier",), {})
+    reg = {"toy-built": built, "toy-unrun": unrun}
     monkeypatch.setattr(claims_mod, "registry", lambda: reg)
     monkeypatch.setattr(claims_mod, "RECORDS", {**claims_mod.RECORDS,
                                                 TOY.arxiv_id: "toy.json"})
@@ -127,7 +126,7 @@ def test_items_are_covered_by_claims_declarations_with_report_verdicts(
     # is the one shown when record.fields lists the same path)
     assert items["referee_report.major_comments[1]"]["covered_by"] == [
         {"claim": "toy-built", "part": "seeds", "verdict": "REFUTED", "scale": "smoke"}]
-    assert items["falsifier"]["covered_by"][0]["verdict"] == "pending"
+    assert items["falsifier"]["covered_by"][0]["verdict"] == "not run"
     left = items["referee_report.major_comments[0]"]
     assert not left["covered"] and left["reason"]
     # a paper without notes: the section label stands in for a paraphrase
@@ -261,17 +260,17 @@ def test_text_and_markdown_show_paths_not_record_text(toy_registry, tmp_path, ca
     md = (out / "coverage.md").read_text()
     for shown in (text, md):
         assert "referee_report.major_comments[1]" in shown and "REFUTED" in shown
-        assert "toy-built / seeds" in shown and "pending" in shown
+        assert "toy-built / seeds" in shown and "not run" in shown
         for sentence in ("Toy major one about the bound.", "Toy test: flip the sign",
                          "Toy falsifier: rerun"):
             assert sentence not in shown
     assert "[coverage.md](coverage.md)" in (out / "README.md").read_text()
     # a claim links to its report page only when that page exists
-    assert "](toy-built.md)" not in md and "](toy-pending.md)" not in md
+    assert "](toy-built.md)" not in md and "](toy-unrun.md)" not in md
     (out / "toy-built.md").write_text("# toy-built")
     main(["review", str(rec), "--markdown", "--out", str(out)])
     md = (out / "coverage.md").read_text()
-    assert "[`toy-built`](toy-built.md)" in md and "](toy-pending.md)" not in md
+    assert "[`toy-built`](toy-built.md)" in md and "](toy-unrun.md)" not in md
 
 
 # ----------------------------------------------------------------- the real records

@@ -113,7 +113,7 @@ def test_simulate_killed_midway_resumes_to_the_uninterrupted_output(tmp_path, mo
     # state are on disk. The random arm draws from the algorithm's own generator, so
     # its state must travel too; the metered byte log must neither lose nor repeat rounds.
     from audit.experiments.genefl_inverted_cosine import SMOKE_SIM
-    from audit.experiments.genefl_sim import simulate
+    from audit.algorithms.genefl_sim import simulate
 
     torch.set_num_threads(1)
     cfg = {**SMOKE_SIM, "rounds": 4, "n_agnostic": 2, "finetune_steps": 4}

@@ -28,7 +28,7 @@ class _Stop(Exception):
 
 def test_genefl_agnostic_clients_hold_only_classes_the_known_clients_never_see(monkeypatch):
     from audit.experiments import genefl_inverted_cosine as g
-    from audit.experiments import genefl_sim
+    from audit.algorithms import genefl_sim
     from audit.fl import data as D
 
     seen = []

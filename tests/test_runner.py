@@ -101,12 +101,6 @@ def test_cache_key_depends_on_config_and_seed(toy, tmp_path):
     assert len({cache.path(m) for m in (a, b, c, d)}) == 4
 
 
-def test_pending_claim_cannot_run(toy, tmp_path):
-    pending = claims_mod.PENDING[0]
-    with pytest.raises(AuditError, match="pending"):
-        execute(pending, None, cache=Cache(tmp_path))
-
-
 def test_round_postfix_is_throttled_but_shows_the_last_round():
     from audit.runner import _round_postfix
 

@@ -1,6 +1,7 @@
 """One module per reviewer claim; each defines a module-level ``CLAIM`` (audit.claims.Claim).
-A module here that is not listed in ``audit.claims.CLAIM_MODULES`` is a helper shared by
-claims, not a claim (``genefl_sim``: one whole GENE-FL run, used by both GENE-FL claims).
+The folder is the registry: every module here is a claim (``audit.claims.CLAIM_MODULES`` is
+read from it). Code that claims share lives with its paper's algorithm
+(``audit.algorithms.genefl_sim``: one whole GENE-FL run, used by both GENE-FL claims).
 
 The contract a claim module fulfils (see ``audit/claims.py`` for the types):
 

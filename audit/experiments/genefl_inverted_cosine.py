@@ -225,7 +225,7 @@ def _gamma_of(spec: RunSpec) -> float | None:
 def run(spec: RunSpec, ctx: RunContext) -> dict:
     import torch
 
-    from audit.experiments.genefl_sim import simulate
+    from audit.algorithms.genefl_sim import simulate
 
     torch.set_num_threads(1)
     cfg = dict(ctx.config)

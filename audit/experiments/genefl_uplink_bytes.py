@@ -203,7 +203,7 @@ def run(spec: RunSpec, ctx: RunContext) -> dict:
     torch.set_num_threads(1)
     cfg = ctx.config
     if spec.arm == "simulated-run":
-        from audit.experiments.genefl_sim import simulate
+        from audit.algorithms.genefl_sim import simulate
 
         sim = dict(cfg["sim"])
         if sim["dataset"] != "digits" and ctx.data_dir is None:
