@@ -1010,8 +1010,8 @@ def three_way_text(margin: float, equivalence_margin: float, alpha: float,
             f"inside (-{_g(equivalence_margin)}, +{_g(equivalence_margin)}) and exact sign "
             f"tests agree at {_g(side)} per side (no effect as large as "
             f"{_g(equivalence_margin)}), with assay sensitivity; INCONCLUSIVE otherwise, and "
-            f"always with fewer than {MIN_PAIRS} pairs, with all differences equal, with "
-            f"or with fewer than {min_differing(side)} seeds whose arms differ; the CI's ends "
+            f"always with fewer than {MIN_PAIRS} pairs, with all differences equal, or "
+            f"with fewer than {min_differing(side)} seeds whose arms differ; the CI's ends "
             f"allow for skewness {_g(SKEW_ALLOWANCE)} beyond the sample's, against each end. "
             f"Each error (false SUPPORTED, false FALSIFIED) is at most alpha / 2 = {_g(side)}, "
             f"measured by simulation (python -m audit.calibration)")
