@@ -84,3 +84,32 @@ def test_a_lock_naming_a_vanished_part_or_question_is_found(monkeypatch, tmp_pat
     assert any("part 'gone'" in p for p in found)
     assert any("question 'gone-too'" in p for p in found)
     assert any("unknown scale 'huge'" in p for p in found)
+
+
+STOCHASTIC = [c for c in CLAIMS if c.stochastic]
+
+
+@pytest.mark.parametrize("claim", STOCHASTIC, ids=[c.id for c in STOCHASTIC])
+def test_a_unit_is_json_and_the_same_twice(claim, tmp_path):
+    """Every stochastic claim's first smoke unit (one arm at one seed) returns plain JSON
+    data (what the run cache stores), and the same data when run again: a unit is a pure
+    function of its spec and context, as the cache and the locks assume."""
+    import json
+
+    from audit.runner import make_context
+
+    ctx = dataclasses.replace(make_context(claim, "smoke", seeds=[0, 1]),
+                              checkpoint_dir=None)
+    specs = claim.specs(ctx) if claim.specs else None
+    spec = specs[0] if specs else claims.RunSpec(claim.arms[0].name, 0)
+    def numbers(result):  # what the unit computed: its wall-clock timings apart
+        if isinstance(result, dict):
+            return {k: numbers(v) for k, v in result.items()
+                    if k != "seconds" and not k.endswith("_seconds")}
+        if isinstance(result, list):
+            return [numbers(v) for v in result]
+        return result
+
+    first = json.dumps(claim.run(spec, ctx), sort_keys=True, allow_nan=True)
+    again = json.dumps(claim.run(spec, ctx), sort_keys=True, allow_nan=True)
+    assert json.dumps(numbers(json.loads(again))) == json.dumps(numbers(json.loads(first)))
