@@ -92,7 +92,8 @@ STOCHASTIC = [c for c in CLAIMS if c.stochastic]
 @pytest.mark.parametrize("claim", STOCHASTIC, ids=[c.id for c in STOCHASTIC])
 def test_a_unit_is_json_and_the_same_twice(claim, tmp_path):
     """Every stochastic claim's first smoke unit (one arm at one seed) returns plain JSON
-    data (what the run cache stores), and the same data when run again: a unit is a pure
+    data (what the run cache stores), with every validation metric the claim declares
+    (what `audit tune` may read), and the same data when run again: a unit is a pure
     function of its spec and context, as the cache and the locks assume."""
     import json
 
@@ -111,5 +112,7 @@ def test_a_unit_is_json_and_the_same_twice(claim, tmp_path):
         return result
 
     first = json.dumps(claim.run(spec, ctx), sort_keys=True, allow_nan=True)
+    for metric in claim.validation_metrics or ():
+        assert isinstance(json.loads(first).get(metric), float), metric
     again = json.dumps(claim.run(spec, ctx), sort_keys=True, allow_nan=True)
     assert json.dumps(numbers(json.loads(again))) == json.dumps(numbers(json.loads(first)))

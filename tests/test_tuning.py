@@ -271,6 +271,8 @@ def test_a_claim_declares_its_validation_metrics_and_tune_reads_only_those(toy, 
                      ("lips-dropout-control", "test_acc")):
         assert test_metric_problem(claims_mod.get(cid), key), (cid, key)
     assert test_metric_problem(claims_mod.get("lips-dropout-control"), "val_acc") == ""
+    assert test_metric_problem(claims_mod.get("flayer-masked-zero"),
+                               "final_val_personal_acc") == ""
     # undeclared (the toy): only the name decides
     import toyclaim
 
