@@ -45,7 +45,10 @@ __all__ = ["PREMISE_STATUS", "Assay", "arm_means", "decide_pair", "look_alpha",
            "planted_accuracy", "planted_assay", "premise"]
 
 #: a seed is a robust outlier when it lies this many scaled MADs (1.4826 x the median
-#: absolute deviation, the SD of normal data) on the bad side of its arm's median
+#: absolute deviation, the SD of normal data) on the bad side of its arm's median. Fixed
+#: before any run, from the calibration matrix: its collapsed seeds sit 10 SDs from the
+#: ordinary ones (``audit.calibration.COLLAPSE_JUMP``), which 5 catches with room to
+#: spare, while an ordinary normal seed lies beyond 5 SDs about once in 3.5 million.
 OUTLIER_MADS = 5.0
 
 #: How the three-way outcome of "the paper's method beats its baseline" reads as a premise.
