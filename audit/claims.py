@@ -291,7 +291,6 @@ class Claim:
     # audit.questions.Question: the reviewer's questions this claim answers, each with its
     # own verdict (none: one question, the whole statement, decided by `combination`)
     questions: tuple = ()
-    status: str = "ready"
     lock_file: str | None = None
     origin: str = ""
     code_paths: tuple[str, ...] = ()

@@ -276,7 +276,7 @@ def cmd_list(args) -> int:
     items = []
     for cid, c in reg.items():
         items.append({"id": cid, "paper": c.paper.arxiv_id, "paper_short": c.paper.short,
-                      "title": c.title, "status": c.status,
+                      "title": c.title,
                       "locked": {s: v["verdict"] for s, v in c.locks().items()},
                       "scales": list(getattr(c, "scales", {}) or []),
                       "origin": getattr(c, "origin", "") or "built-in"})
@@ -284,10 +284,13 @@ def cmd_list(args) -> int:
         print(json.dumps(items, indent=2))
         return 0
     w = max(len(i["id"]) for i in items)
-    for i in items:
-        locked = ", ".join(f"{s}={v}" for s, v in sorted(i["locked"].items())) or "no lock"
-        print(safeio.term_text(f"{i['id']:<{w}}  {i['paper_short']:<8} {i['status']:<8} "
-                               f"{locked:<24} {i['title']}"))
+    locked = [", ".join(f"{s}={v}" for s, v in sorted(i["locked"].items())) or "no lock"
+              for i in items]
+    scales = ["/".join(i["scales"]) for i in items]
+    lw, sw = max(map(len, locked)), max(map(len, scales))
+    for i, lock, sc in zip(items, locked, scales):
+        print(safeio.term_text(f"{i['id']:<{w}}  {i['paper_short']:<8} {sc:<{sw}}  "
+                               f"{lock:<{lw}}  {i['title']}"))
     return 0
 
 
@@ -296,7 +299,7 @@ def _select(args) -> list[Claim]:
     if args.all and args.ids:
         raise AuditError("give claim ids or --all, not both")
     if args.all:
-        return [c for c in reg.values() if c.status == "ready"]
+        return list(reg.values())
     if not args.ids:
         raise AuditError("name at least one claim id, or --all; `audit list` shows them")
     return [claims_mod.get(i) for i in args.ids]

@@ -15,7 +15,7 @@ def test_list_json_names_the_five_claims(capsys):
     assert main(["list", "--json"]) == 0
     items = json.loads(capsys.readouterr().out)
     assert FIVE <= {i["id"] for i in items}
-    assert all({"id", "paper", "title", "locked", "status"} <= set(i) for i in items)
+    assert all({"id", "paper", "title", "locked", "scales"} <= set(i) for i in items)
 
 
 def test_python_dash_m_audit_works():
