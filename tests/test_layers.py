@@ -167,3 +167,45 @@ def test_flayer_server_arms_are_the_engines_named_compositions():
     assert list(SERVER_RULES) == list(MASKED_COMPOSITIONS)
     for name, rule in MASKED_COMPOSITIONS.items():
         assert SERVER_RULES[name] is rule and ARMS[name].server is rule
+
+
+# ------------------------------------------------------------------ declarations apart
+DECLARED = ROOT / "audit" / "experiments" / "declarations"
+# what a declaration module may import: value types and constants, never a claim's code,
+# the engine, the algorithms or an array library (see its package's docstring)
+_DECLARATION_IMPORTS = ("audit.claims", "audit.verdict", "audit.tuning", "audit.seeds",
+                        "audit.papers", "audit.experiments.declarations", "__future__",
+                        "math", "dataclasses", "typing", "fractions")
+
+
+def _imports(path: Path) -> set[str]:
+    import ast
+
+    names: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            names.update(a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            assert node.level == 0, f"{path.name}: relative import"
+            names.add(node.module or "")
+    return names
+
+
+def _declaration_modules() -> list[Path]:
+    return sorted(p for p in DECLARED.glob("*.py") if p.name != "__init__.py")
+
+
+@pytest.mark.parametrize("path", _declaration_modules(), ids=lambda p: p.stem)
+def test_a_declaration_module_imports_only_value_types(path):
+    bad = sorted(n for n in _imports(path)
+                 if not any(n == ok or n.startswith(ok + ".") for ok in _DECLARATION_IMPORTS))
+    assert not bad, f"{path.name} imports {bad}: a declaration module holds literals only"
+
+
+@pytest.mark.parametrize("path", _declaration_modules(), ids=lambda p: p.stem)
+def test_a_declaration_module_belongs_to_a_claim_that_uses_it(path):
+    claim = DECLARED.parent / path.name
+    assert claim.is_file(), f"{path.name} declares no claim module of that name"
+    assert f"audit.experiments.declarations.{path.stem}" in _imports(claim) or \
+        "audit.experiments.declarations" in _imports(claim), \
+        f"{claim.name} does not import its declarations"
