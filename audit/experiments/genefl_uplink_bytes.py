@@ -1,28 +1,10 @@
 """Falsifier ``genefl-uplink-bytes``: GENE-FL's fourfold saving, counted in both directions.
 
-Paper: GENE-FL, arXiv 2504.14628v1 (abstract: about 4x less communication than FedAvg;
-Section IV-B: Comm = R x B x |W| x 2; Tables I-II: FedAvg about 42.66 GB; ResNet-18 about
-42.66 MB; learnGene about 9.04 MB). Review record 004 (``skeptic_critique.concrete_test``,
-``referee_report.major_comments``): the protocol sends the full cluster model down to every
-participating client each round (Algorithm 1 line 4, Algorithm 2 line 7), so the 4x holds
-for uploads only; the reviewer's threshold: a GENE-FL / FedAvg total-byte ratio above 0.25
-(above 0.5 where the cluster model goes down only once per client) means the 4x must be
-restricted to uplink.
-
-What we compute (exact; no seed): both protocols' messages on the real model
-(``torchvision.models.resnet18(weights=None, num_classes=10)``, float32), 100 rounds,
-10 participating clients a round, every message recorded by ``audit.fl.comm`` from the
-tensors it carries (meta tensors: real shapes and dtypes, no storage):
-
-- FedAvg: down = the global model to each participant; up = its full model.
-- GENE-FL: down = the full cluster model to each participant (Alg. 2 line 7), up = the
-  client's learnGene; after training, the cluster learnGene down to each agnostic
-  client (Alg. 2 line 10).
-Two learnGene readings: ``9.04 MB`` (one float32 tensor of the paper's stated size) and
-``selected`` (the real layers that Eq. 9's score puts on top after a short real local
-update of the same ResNet-18, gamma chosen so that their size is nearest 9.04 MB).
-The once-per-client reading sends each client the cluster model only on its first round.
-Sizes in "MB" are MiB (2**20 bytes): that is the unit in which the ResNet-18 gives 42.66.
+What the claim declares (the paper's numbers, the protocol as read, the reviewer's
+thresholds, arms, scales and texts) is in its declarations module,
+``audit.experiments.declarations.genefl_uplink_bytes``; here: the model's sizes, both
+protocols' messages counted by ``audit.fl.comm`` (exact; no seed), the parts' decisions
+and the report.
 """
 from __future__ import annotations
 
@@ -30,64 +12,16 @@ from typing import Mapping
 
 import numpy as np
 
-from audit.claims import (GENEFL, RECORDS, Analysis, Arm, AuditError, Claim, Figure,
-                          PaperNumber, RecordRef, RunContext, RunSpec, Table)
+from audit.claims import Analysis, AuditError, Claim, Figure, RunContext, RunSpec, Table
 from audit import questions
+from audit.experiments.declarations import genefl_uplink_bytes as D
 from audit.questions import Question
 from audit.verdict import Estimate, Outcome, Rule
-
-MIB = 2 ** 20
-PAPER_MODEL_MB = 42.66
-PAPER_GENE_MB = 9.04
-PAPER_TABLE_GB = 42.66
-# Thresholds, both the reviewer's own (review record 004, concrete test): the paper's "about
-# 4x" means GENE-FL / FedAvg <= 1/4 = 0.25; under the once-per-client reading the
-# reviewer moves the bar to 0.5. Neither depends on our results.
-THRESHOLD = 0.25  # the reviewer's: ratio above it -> no 4x in total bytes
-THRESHOLD_ONCE = 0.5  # the reviewer's, under the once-per-client reading
-#: Under the once-per-client reading the bytes depend on P, the number of distinct clients
-#: that ever take part (each downloads the model once); P is swept from B (the same
-#: clients every round) to R x B (every participation a new client), in steps of B. P
-#: follows from the total client count N and the sampling, neither of which is in our
-#: sources: with uniform sampling of B a round, P(N) is counted on the grid below.
-N_GRID = (10, 20, 50, 100, 200, 500, 1000, 2000, 5000, 10_000)
 
 
 def client_counts(rounds: int, per_round: int) -> list[int]:
     """The distinct-participant counts P swept: B, 2B, ..., R x B."""
     return list(range(per_round, rounds * per_round + 1, per_round))
-
-BASE = {"rounds": 100, "clients_per_round": 10, "n_clients": 100, "n_agnostic": 10,
-        "sim": None}
-SIM_SMOKE = {"dataset": "digits", "model": "vgg", "model_kw": {"width": 0.5},
-             "known_classes": list(range(7)), "agnostic_classes": list(range(5, 10)),
-             "n_known": 6, "n_agnostic": 2, "alpha": 0.5, "clusters": 2, "svd_dim": 4,
-             "rounds": 8, "clients_per_round": None, "local_epochs": 1, "batch_size": 32,
-             "lr": 0.05, "gamma_fraction": 0.5, "lam_gen": 0.01, "lam_elg": 0.1,
-             "fisher_quantile": 0.5, "finetune_steps": 5, "finetune_lr": 0.05, "seed": 0,
-             # Algorithm 1 line 4 literally (clients restart from the cluster model): the
-             # bytes are the same in both readings, the arm says "as printed"
-             "local_layers": "reset"}
-SCALES = {
-    "smoke": {**BASE, "sim": SIM_SMOKE},
-    "full": {**BASE, "sim": {**SIM_SMOKE, "n_known": 10, "rounds": 30, "n_agnostic": 4}},
-    # the smoke's class split (known 0-6; agnostic: the samples of 7-9): learnGene
-    # sizes depend on the model and gamma, not on the classes
-    "paper": {**BASE, "sim": {**SIM_SMOKE, "dataset": "cifar10", "model": "resnet18",
-                              "model_kw": {}, "n_known": 20, "clusters": 4, "rounds": 100,
-                              "clients_per_round": 10}},
-}
-
-ARMS = (
-    Arm("fedavg", "FedAvg: full model down and up, every participant, every round",
-        "baseline (McMahan et al. 2017)"),
-    Arm("genefl-9.04MB", "GENE-FL, learnGene of the paper's stated 9.04 MB",
-        "uplink = learnGene (Alg. 1 l. 13); downlink = full cluster model (Alg. 2 l. 7)"),
-    Arm("genefl-selected", "GENE-FL, learnGene = the layers Eq. 9 ranks on top",
-        "learnGene from the score on a real ResNet-18 update"),
-    Arm("simulated-run", "a small GENE-FL run (engine) for the learnGene size per round",
-        "as printed, top-gamma"),
-)
 
 
 # ----------------------------------------------------------------------------- model
@@ -102,28 +36,23 @@ def resnet18_meta():
 
 def size_variants() -> list[dict]:
     """ResNet-18 sizes under each convention, and whether it prints as 42.66 MB."""
-    import torch
-
     from audit.fl.models import build_model
 
     rows = []
-    with torch.device("meta"):
-        import torchvision
-
-        models = {"torchvision (7x7 stem, max-pool)": torchvision.models.resnet18(
-            weights=None, num_classes=10)}
-    models["CIFAR head (3x3 stem, no max-pool; engine's resnet18)"] = build_model(
-        "resnet18", 10, 3, 32)
+    models = {"torchvision (7x7 stem, max-pool)": resnet18_meta(),
+              "CIFAR head (3x3 stem, no max-pool; engine's resnet18)": build_model(
+                  "resnet18", 10, 3, 32)}
     for name, m in models.items():
         p = sum(t.numel() * t.element_size() for t in m.parameters())
         fb = sum(t.numel() * t.element_size() for t in m.buffers() if t.is_floating_point())
         ib = sum(t.numel() * t.element_size() for t in m.buffers() if not t.is_floating_point())
         for conv, b in (("parameters", p), ("parameters + float buffers", p + fb),
                         ("whole state dict", p + fb + ib)):
-            for unit, div in (("MiB", MIB), ("MB (10^6)", 1e6)):
+            for unit, div in (("MiB", D.MIB), ("MB (10^6)", 1e6)):
                 v = b / div
                 rows.append({"model": name, "counted": conv, "unit": unit, "bytes": int(b),
-                             "size": v, "prints_42.66": f"{v:.2f}" == f"{PAPER_MODEL_MB:.2f}"})
+                             "size": v,
+                             "prints_42.66": f"{v:.2f}" == f"{D.PAPER_MODEL_MB:.2f}"})
     return rows
 
 
@@ -155,15 +84,17 @@ def _short_update_scores(seed: int = 0):
 
 
 # -------------------------------------------------------------------------- protocol
-def participants(rounds: int, per_round: int, n_clients: int) -> int:
-    """Distinct clients that take part over ``rounds`` rounds of ``per_round`` clients
-    drawn without replacement from ``n_clients`` (the same seeded draw as :func:`_counts`)."""
+def _draws(rounds: int, per_round: int, n_clients: int):
+    """Each round's participants: ``per_round`` clients drawn without replacement from
+    ``n_clients`` (seeded: the same draw for every count)."""
     rng = np.random.default_rng([0, 7])
-    seen: set[int] = set()
     for _ in range(rounds):
-        seen.update(rng.choice(n_clients, size=min(per_round, n_clients),
-                               replace=False).tolist())
-    return len(seen)
+        yield rng.choice(n_clients, size=min(per_round, n_clients), replace=False).tolist()
+
+
+def participants(rounds: int, per_round: int, n_clients: int) -> int:
+    """Distinct clients that take part over ``rounds`` rounds (the draw of :func:`_counts`)."""
+    return len({k for ks in _draws(rounds, per_round, n_clients) for k in ks})
 
 
 def _counts(model_state, param_names, gene_state, cfg, once: bool) -> dict:
@@ -173,11 +104,10 @@ def _counts(model_state, param_names, gene_state, cfg, once: bool) -> dict:
     full = comm.message(model_state, param_names)  # the model, tensor by tensor
     gene = comm.message(gene_state, param_names)
     R, B, N = cfg["rounds"], cfg["clients_per_round"], cfg["n_clients"]
-    rng = np.random.default_rng([0, 7])  # which clients take part (only `once` depends on it)
     fed, gen = comm.CommLog(), comm.CommLog()
     seen: set[int] = set()
-    for r in range(1, R + 1):
-        for k in sorted(rng.choice(N, size=min(B, N), replace=False).tolist()):
+    for r, drawn in enumerate(_draws(R, B, N), 1):  # only `once` depends on who takes part
+        for k in sorted(drawn):
             fed.add(comm.Transfer("down", r, k, full, "global model"))
             fed.add(comm.Transfer("up", r, k, full, "full model"))
             if not once or k not in seen:  # Alg. 2 line 7 (once: only the first time)
@@ -227,7 +157,7 @@ def run(spec: RunSpec, ctx: RunContext) -> dict:
         res["sizes"] = size_variants()
         gene_state = state  # unused by FedAvg's counts
     elif spec.arm == "genefl-9.04MB":
-        n = round(PAPER_GENE_MB * MIB / 4)  # float32 elements in 9.04 MiB
+        n = round(D.PAPER_GENE_MB * D.MIB / 4)  # float32 elements in 9.04 MiB
         gene_state = {"learngene": torch.empty(n, dtype=torch.float32, device="meta")}
         pnames = pnames + ["learngene"]
     elif spec.arm == "genefl-selected":
@@ -238,7 +168,7 @@ def run(spec: RunSpec, ctx: RunContext) -> dict:
         L = len(layers)
         order = sorted(xi, key=lambda l: -xi[l])
         cum = np.cumsum([dims[l] * 4 for l in order])
-        gamma = int(np.argmin(np.abs(cum - PAPER_GENE_MB * MIB))) + 1
+        gamma = int(np.argmin(np.abs(cum - D.PAPER_GENE_MB * D.MIB))) + 1
         sel = select_layers(xi, gamma, "top")
         skeys = layer_state_keys(net)
         gene_state = {k: state[k] for l in sel for k in skeys[l]}
@@ -257,7 +187,7 @@ def run(spec: RunSpec, ctx: RunContext) -> dict:
     if spec.arm != "fedavg":  # the once-per-client reading over the client count
         R, B = cfg["rounds"], cfg["clients_per_round"]
         res["n_grid"] = [{"n_clients": n, "participants": participants(R, B, n)}
-                         for n in sorted(set(N_GRID) | {cfg["n_clients"]})]
+                         for n in sorted(set(D.N_GRID) | {cfg["n_clients"]})]
     return res
 
 
@@ -267,23 +197,17 @@ def formula_readings(model_bytes: int, cfg: Mapping) -> list[dict]:
     in the tables' unit (the tables' 42.66 GB is 1000 x the 42.66 MB model: MiB / 1000)."""
     R, K = cfg["rounds"], cfg["clients_per_round"]
     n_params = model_bytes // 4
-    mb = model_bytes / MIB
+    mb = model_bytes / D.MIB
 
     def gb(x_mib):
         return x_mib / 1000
 
-    rows = [
-        ("B = clients a round (10), |W| = model size (MB), x2 kept", gb(R * K * mb * 2), True),
-        ("B = bytes per float32 (4), |W| = parameter count, x2 kept",
-         gb(R * 4 * n_params * 2 / MIB), True),
-        ("B = clients a round, |W| = parameter count, x2 = bytes per float16",
-         gb(R * K * n_params * 2 / MIB), True),
-        ("B = 1 (no clients), |W| = model size (MB), x2 kept", gb(R * 1 * mb * 2), True),
-        ("B = clients a round, |W| = model size (MB), x2 dropped (uploads only)",
-         gb(R * K * mb), False),
-    ]
+    values = ((gb(R * K * mb * 2), True), (gb(R * 4 * n_params * 2 / D.MIB), True),
+              (gb(R * K * n_params * 2 / D.MIB), True), (gb(R * 1 * mb * 2), True),
+              (gb(R * K * mb), False))  # (value, whether the reading keeps the x2)
     return [{"reading": r, "value_gb": v, "has_x2": x2,
-             "reproduces": abs(v - PAPER_TABLE_GB) <= 0.01} for r, v, x2 in rows]
+             "reproduces": abs(v - D.PAPER_TABLE_GB) <= D.FORMULA_TOL}
+            for r, (v, x2) in zip(D.FORMULA_READINGS, values)]
 
 
 def _ratio_rule_decide(ev):
@@ -299,28 +223,16 @@ def _ratio_rule_decide(ev):
         "a statement of the learnGene's size in the protocol"
 
 
-RULE_RATIO = Rule(
-    "bidirectional",
-    "A derivation (exact byte counts; its verdict is a proof, not an experiment): the "
-    "printed protocol sends the cluster model down to every participant every round and "
-    "the learnGene up. CONFIRMED when the GENE-FL / FedAvg ratio of total bytes (up + down, "
-    "parameters only) is above the reviewer's threshold {threshold} (source: the paper's "
-    "'about 4x' = a ratio of at most 1/4) under both learnGene readings (9.04 MB, and the "
-    "layers the score selects); REFUTED when it is at most that under both; INCONCLUSIVE "
-    "when they disagree. Under this protocol the download alone is half of FedAvg's "
-    "traffic, so the ratio is at least 0.5 whatever the learnGene's size: REFUTED would "
-    "need a different protocol, not other data.",
-    _ratio_rule_decide, kind="derivation")
+RULE_RATIO = Rule("bidirectional", D.RULE_RATIO, _ratio_rule_decide, kind="derivation")
 
 
 def _once_decide(ev):
     t, sweep = ev["threshold_once"], ev["sweep"]  # rows: participants, ratio, ratio_selected
-    above = [r["ratio"] > t and r["ratio_selected"] > t for r in sweep]
-    below = [r["ratio"] <= t and r["ratio_selected"] <= t for r in sweep]
     lo, hi = sweep[0]["participants"], sweep[-1]["participants"]
     at = ev["assumed"]
     txt = (f"with the cluster model sent once per client, the ratio over P = {lo}..{hi} "
-           f"distinct participants runs from {sweep[0]['ratio']:.4f} to {sweep[-1]['ratio']:.4f} (9.04 MB) "
+           f"distinct participants runs from {sweep[0]['ratio']:.4f} to "
+           f"{sweep[-1]['ratio']:.4f} (9.04 MB) "
            f"and from {sweep[0]['ratio_selected']:.4f} to {sweep[-1]['ratio_selected']:.4f} "
            f"(selected); at the assumed N = {ev['n_assumed']} clients (P = "
            f"{at['participants']}): {at['ratio']:.4f} and {at['ratio_selected']:.4f}")
@@ -331,7 +243,6 @@ def _once_decide(ev):
         cross.append(f"above {bar} (under both readings) from P = {flip} distinct "
                      f"participants on" if flip is not None else
                      f"at most {bar} at every P in the range")
-    del above, below
     return Outcome.INCONCLUSIVE, (
         txt + ": a measurement, since the answer turns on how many distinct clients take "
         "part, which the paper does not give: the ratio is " + "; ".join(cross)
@@ -339,20 +250,8 @@ def _once_decide(ev):
         + f"{ev.get('n_txt', '')}."), ""
 
 
-RULE_ONCE = Rule(
-    "once-per-client",
-    "A derivation over an assumption (exact counts): the reviewer's conservative reading, "
-    "each client receives the cluster model once over the run. The ratio depends on P, "
-    "the number of distinct clients that ever take part (set by the total client count "
-    "and the sampling, neither given in our sources), so P is swept over every possible "
-    "value, from {n_lo} (the same clients every round) to {n_hi} (every participation a "
-    "new client). A measurement, with no verdict of its own: the paper gives no client "
-    "count, so the part reports the crossovers, the number of distinct participants P "
-    "from which the total-byte ratio exceeds {threshold} (the paper's 4x) and the "
-    "reviewer's {threshold_once} under both learnGene readings, and which total client "
-    "count N gives that P under uniform sampling. Reported beside the load-bearing part, "
-    "since the printed Algorithm 2 sends the model each round.",
-    _once_decide, kind="measurement", reachable=("INCONCLUSIVE",))
+RULE_ONCE = Rule("once-per-client", D.RULE_ONCE, _once_decide, kind="measurement",
+                 reachable=("INCONCLUSIVE",))
 
 
 def _formula_decide(ev):
@@ -367,13 +266,8 @@ def _formula_decide(ev):
         + (", ".join(hit) if hit else "none") + " does."), ""
 
 
-RULE_FORMULA = Rule(
-    "formula",
-    "A derivation (arithmetic): Section IV-B's R x B x |W| x 2 evaluated under each listed "
-    "reading of B and |W| (R = {rounds}). CONFIRMED (the formula does not give the tables) "
-    "when no reading that keeps the x2 lands within {tol} GB (the tables' last printed "
-    "digit) of the tables' 42.66 GB; REFUTED when one does.",
-    _formula_decide, kind="derivation", reachable=("CONFIRMED", "REFUTED"))
+RULE_FORMULA = Rule("formula", D.RULE_FORMULA, _formula_decide, kind="derivation",
+                    reachable=("CONFIRMED", "REFUTED"))
 
 
 def analyse(results, ctx: RunContext) -> Analysis:
@@ -394,34 +288,16 @@ def analyse(results, ctx: RunContext) -> Analysis:
     rus, rbs = ratios(cs)
     _, rbo = ratios(g9["counts_once"])
     _, rbos = ratios(gs["counts_once"])
-    B = "bytes"
-
-    def E(name, v, unit=B, d=""):
-        return Estimate(name, float(v), unit=unit, description=d)
-
-    est = [
-        E("model_bytes", M, d="ResNet-18 (torchvision, 10 classes) float32 parameters"),
-        E("buffer_bytes", fa["buffer_bytes"], d="its buffers (BN statistics), apart"),
-        E("fedavg_up_bytes_total", fup, d="FedAvg uploads, all rounds and clients"),
-        E("fedavg_down_bytes_total", fdown, d="FedAvg downloads"),
-        E("genefl_up_bytes_total", c9["genefl_up"], d="GENE-FL uploads (9.04 MB learnGene)"),
-        E("genefl_down_bytes_total", c9["genefl_down"],
-          d="GENE-FL downloads: cluster model each round + gene to agnostic clients"),
-        E("ratio_uplink", ru, "x", "FedAvg / GENE-FL uplink bytes (9.04 MB learnGene)"),
-        E("ratio_bidirectional", rb, "x",
-          "FedAvg / GENE-FL bytes up + down (9.04 MB learnGene); 4x needs at least 4"),
-        E("learngene_bytes_selected", gs["selected_param_bytes"],
-          d=f"the top {gs['gamma']} of {gs['n_layers']} layers by Eq. 9"),
-        E("genefl_up_bytes_total_selected", cs["genefl_up"]),
-        E("genefl_down_bytes_total_selected", cs["genefl_down"]),
-        E("ratio_uplink_selected", rus, "x", "FedAvg / GENE-FL uplink (selected gene)"),
-        E("ratio_bidirectional_selected", rbs, "x", "FedAvg / GENE-FL up + down (selected)"),
-        E("genefl_down_bytes_total_once", g9["counts_once"]["genefl_down"],
-          d="cluster model once per client"),
-        E("ratio_bidirectional_once", rbo, "x",
-          "FedAvg / GENE-FL up + down, cluster model once per client (9.04 MB)"),
-        E("ratio_bidirectional_once_selected", rbos, "x", "the same, selected gene"),
-    ]
+    val = {"model_bytes": M, "buffer_bytes": fa["buffer_bytes"],
+           "fedavg_up_bytes_total": fup, "fedavg_down_bytes_total": fdown,
+           "genefl_up_bytes_total": c9["genefl_up"], "genefl_down_bytes_total": c9["genefl_down"],
+           "ratio_uplink": ru, "ratio_bidirectional": rb,
+           "learngene_bytes_selected": gs["selected_param_bytes"],
+           "genefl_up_bytes_total_selected": cs["genefl_up"],
+           "genefl_down_bytes_total_selected": cs["genefl_down"],
+           "ratio_uplink_selected": rus, "ratio_bidirectional_selected": rbs,
+           "genefl_down_bytes_total_once": g9["counts_once"]["genefl_down"],
+           "ratio_bidirectional_once": rbo, "ratio_bidirectional_once_selected": rbos}
     formula = formula_readings(M, cfg)
     # the rules read the reviewer's fraction GENE-FL / FedAvg, the inverse of our ratios
     R0, K0 = cfg["rounds"], cfg["clients_per_round"]
@@ -441,11 +317,11 @@ def analyse(results, ctx: RunContext) -> Analysis:
     if check > 1e-12:
         raise AuditError(f"once-per-client closed form disagrees with the counts ({check})")
     ev = {"ratio_bidirectional": 1 / rb, "ratio_bidirectional_selected": 1 / rbs,
-          "threshold": THRESHOLD, "threshold_once": THRESHOLD_ONCE, "sweep": sweep,
+          "threshold": D.THRESHOLD, "threshold_once": D.THRESHOLD_ONCE, "sweep": sweep,
           "assumed": assumed, "n_assumed": cfg["n_clients"], "formula": formula}
-    flip_n = {key: next((r["participants"] for r in sweep if r[key] > THRESHOLD_ONCE), None)
+    flip_n = {key: next((r["participants"] for r in sweep if r[key] > D.THRESHOLD_ONCE), None)
               for key in ("ratio", "ratio_selected")}
-    flip_n25 = {key: next((r["participants"] for r in sweep if r[key] > THRESHOLD), None)
+    flip_n25 = {key: next((r["participants"] for r in sweep if r[key] > D.THRESHOLD), None)
                 for key in ("ratio", "ratio_selected")}
     grid = g9["n_grid"]  # uniform sampling: distinct participants P for a total of N
     n_for = {key: next((g["n_clients"] for g in grid if flip_n[key] is not None
@@ -454,13 +330,13 @@ def analyse(results, ctx: RunContext) -> Analysis:
                    f" (with uniform sampling of {K0} a round, P reaches {flip_n['ratio']} "
                    + (f"at a total of N = {n_for['ratio']} clients on our grid)"
                       if n_for["ratio"] else f"at no N of our grid up to {grid[-1]['n_clients']})"))
-    parts = (RULE_RATIO(ev, params={"threshold": THRESHOLD}),
-             RULE_ONCE(ev, params={"threshold_once": THRESHOLD_ONCE, "threshold": THRESHOLD,
+    parts = (RULE_RATIO(ev, params={"threshold": D.THRESHOLD}),
+             RULE_ONCE(ev, params={"threshold_once": D.THRESHOLD_ONCE, "threshold": D.THRESHOLD,
                                    "n_lo": sweep[0]["participants"],
                                    "n_hi": sweep[-1]["participants"]}),
              RULE_FORMULA(ev, params={"rounds": R0, "tol": 0.01}))
 
-    mb = lambda b: b / MIB  # noqa: E731
+    mb = lambda b: b / D.MIB  # noqa: E731
     tables = [
         Table("Bytes over the run (parameters; MiB; buffers apart)",
               ("protocol", "up", "down", "total", "buffers up+down"),
@@ -493,10 +369,10 @@ def analyse(results, ctx: RunContext) -> Analysis:
     step = max(1, len(sweep) // 10)
     tables.append(Table(
         "Once-per-client reading over the distinct participants P (GENE-FL / FedAvg bytes)",
-        ("P", "ratio (9.04 MB)", "ratio (selected)", f"above {THRESHOLD_ONCE}"),
+        ("P", "ratio (9.04 MB)", "ratio (selected)", f"above {D.THRESHOLD_ONCE}"),
         tuple((r["participants"], round(r["ratio"], 4),
                round(r["ratio_selected"], 4),
-               r["ratio"] > THRESHOLD_ONCE and r["ratio_selected"] > THRESHOLD_ONCE)
+               r["ratio"] > D.THRESHOLD_ONCE and r["ratio_selected"] > D.THRESHOLD_ONCE)
               for i, r in enumerate(sweep) if i % step == 0
               or r["participants"] in flip_n.values()),
         note=f"Closed form of the counted messages (checked against the message-by-message "
@@ -504,9 +380,7 @@ def analyse(results, ctx: RunContext) -> Analysis:
              f"{assumed['participants']})."))
     for key, lab in (("ratio", ""), ("ratio_selected", "_selected")):
         if flip_n[key] is not None:
-            est.append(E(f"once_flip_participants{lab}", flip_n[key], "clients",
-                         f"smallest P (steps of {K0}) with the once-per-client ratio above "
-                         f"{THRESHOLD_ONCE}"))
+            val[f"once_flip_participants{lab}"] = flip_n[key]
     # sweeps: fraction of layers in the gene, and rounds
     sw = gs["sweep"]
     R, K, N, A = cfg["rounds"], cfg["clients_per_round"], cfg["n_clients"], cfg["n_agnostic"]
@@ -523,9 +397,9 @@ def analyse(results, ctx: RunContext) -> Analysis:
                  "y": [r["ratio"] for r in sweep]},
                 {"label": "selected gene", "x": [r["participants"] for r in sweep],
                  "y": [r["ratio_selected"] for r in sweep]},
-                {"label": f"reviewer's threshold {THRESHOLD_ONCE}",
+                {"label": f"reviewer's threshold {D.THRESHOLD_ONCE}",
                  "x": [sweep[0]["participants"], sweep[-1]["participants"]],
-                 "y": [THRESHOLD_ONCE] * 2})),
+                 "y": [D.THRESHOLD_ONCE] * 2})),
         Figure("ratio_vs_gene_fraction", "GENE-FL / FedAvg bytes against the learnGene size",
                "fraction of layers in the learnGene (top by Eq. 9)", "GENE-FL / FedAvg",
                ({"label": "uplink only", "x": [s["fraction_layers"] for s in sw],
@@ -533,7 +407,7 @@ def analyse(results, ctx: RunContext) -> Analysis:
                 {"label": "up + down, model every round",
                  "x": [s["fraction_layers"] for s in sw],
                  "y": [rb_of(s["gene_param_bytes"], R, False) for s in sw]},
-                {"label": "reviewer's threshold 0.25", "x": [0, 1], "y": [THRESHOLD] * 2}),
+                {"label": "reviewer's threshold 0.25", "x": [0, 1], "y": [D.THRESHOLD] * 2}),
                caption="From the counted message sizes (closed form of the same counts)."),
         Figure("ratio_vs_rounds", "GENE-FL / FedAvg total bytes against rounds (9.04 MB gene)",
                "rounds", "GENE-FL / FedAvg",
@@ -544,38 +418,20 @@ def analyse(results, ctx: RunContext) -> Analysis:
                  "y": [rb_of(g9["learngene_param_bytes"], r, True) for r in range(1, R + 1)]})),
     ]
     notes = [
-        f"ResNet-18 as built by torchvision with a 10-class head has {M // 4:,} float32 "
-        f"parameters, {M:,} bytes = {M / MIB:.4f} MiB (it prints as 42.65, not 42.66). The "
-        "conventions that print exactly 42.66 are marked in the size table: "
-        + "; ".join(f"{r['model']}, {r['counted']}, {r['unit']}" for r in fa["sizes"]
-                    if r["prints_42.66"]) + ". The paper's MB is thus MiB; the 0.01 MiB "
-        "between the variants changes no ratio beyond the fourth digit. Our counts use the "
-        "torchvision model's parameters; buffers (BN statistics) are listed apart.",
-        f"Per participant per round: FedAvg moves 2 x {M / MIB:.2f} MiB; GENE-FL moves "
-        f"{PAPER_GENE_MB} MiB up and {M / MIB:.2f} MiB down. The download alone is half of "
-        "FedAvg's traffic, so with the cluster model sent every round the total ratio can "
-        "never fall below 0.5 whatever the learnGene's size (see the sweep).",
-        f"The selected reading: Eq. 9's 1/dim factor puts the smallest layers on top; the "
-        f"top {gs['gamma']} of {gs['n_layers']} layers come to "
-        f"{gs['selected_param_bytes'] / MIB:.2f} MiB (gamma chosen as the prefix nearest "
-        "9.04 MiB, since the paper's adaptive gamma procedure is not given).",
-        f"Once-per-client reading: the ratio depends on P, the distinct clients that ever "
-        f"take part, set by the total client count N and the sampling, which the paper does "
-        f"not give (we assumed N = {N}: P = {g9['counts_once']['participants']} over {R} "
-        f"rounds). Swept over P = {sweep[0]['participants']}..{sweep[-1]['participants']}: "
-        f"the ratio exceeds the reviewer's {THRESHOLD_ONCE} from P = {flip_n['ratio']} on "
-        f"(9.04 MB gene) and P = {flip_n['ratio_selected']} (selected gene); it exceeds "
-        f"the paper's own 0.25 (no 4x) from P = {flip_n25['ratio']} and "
-        f"{flip_n25['ratio_selected']}. With uniform sampling of {K} a round, P for a "
-        "total of N clients: " + ", ".join(f"N = {g['n_clients']}: P = {g['participants']}"
-                                          for g in grid) + ".",
-        f"Derivations: every part here is exact counting, so `bidirectional` (at least "
-        f"0.5 by construction under the per-round download) and `formula` are proofs, not "
-        f"experiments; `once-per-client` is a proof conditional on N, which is why it is "
-        f"swept. Thresholds: {THRESHOLD} and {THRESHOLD_ONCE} are the reviewer's (0.25 = "
-        f"the paper's 'about 4x').",
-        "The tables' 42.66 GB equals 100 rounds x 10 clients x 42.66 MB with MB = MiB and "
-        "GB = 1000 MB: uploads only, no factor 2.",
+        D.NOTE_SIZE.format(params=M // 4, nbytes=M, mib=M / D.MIB, conventions="; ".join(
+            f"{r['model']}, {r['counted']}, {r['unit']}" for r in fa["sizes"]
+            if r["prints_42.66"])),
+        D.NOTE_PER_ROUND.format(mib=M / D.MIB, gene=D.PAPER_GENE_MB),
+        D.NOTE_SELECTED.format(gamma=gs["gamma"], n_layers=gs["n_layers"],
+                               mib=gs["selected_param_bytes"] / D.MIB),
+        D.NOTE_ONCE.format(
+            n=N, p=g9["counts_once"]["participants"], rounds=R, lo=sweep[0]["participants"],
+            hi=sweep[-1]["participants"], threshold_once=D.THRESHOLD_ONCE,
+            flip=flip_n["ratio"], flip_sel=flip_n["ratio_selected"], flip25=flip_n25["ratio"],
+            flip25_sel=flip_n25["ratio_selected"], k=K,
+            grid=", ".join(f"N = {g['n_clients']}: P = {g['participants']}" for g in grid)),
+        D.NOTE_DERIVATIONS.format(threshold=D.THRESHOLD, threshold_once=D.THRESHOLD_ONCE),
+        D.NOTE_TABLES,
     ]
     if sim is not None:
         # per client per round, from the engine's metered uploads (audit.fl.comm)
@@ -594,72 +450,44 @@ def analyse(results, ctx: RunContext) -> Analysis:
         down_diff = max(abs(d - p * c["model_param_bytes"]) for c in sim["clusters"]
                         for d, p in zip(c["comm_down_per_round"],
                                         c["participants_per_round"]))
-        est.append(E("sim_metered_minus_selected_bytes", up_diff,
-                     d="simulated run: metered upload per client minus selected layers"))
-        est.append(E("sim_metered_down_minus_model_bytes", down_diff,
-                     d="simulated run: metered download minus participants x model"))
         first = [c["learngene_bytes_per_round"][0] for c in sim["clusters"]]
         last = [c["learngene_bytes_per_round"][-1] for c in sim["clusters"]]
-        est.append(E("sim_learngene_last_over_first", float(np.sum(last) / np.sum(first)),
-                     "ratio", "simulated run: learnGene bytes, last round over first"))
-        notes.append(
-            f"Simulated run ({ctx.scale} scale, gamma = {sim['gamma']} of {sim['n_layers']} "
-            f"layers): learnGene bytes per client, last round / first = "
-            f"{np.sum(last) / np.sum(first):.3f}. With a fixed gamma the size changes only "
-            "if the score picks different layers; the paper's decline would need its "
-            "adaptive gamma, which is not specified. This is reported, not part of the "
-            "verdict.")
-    return Analysis(estimates=tuple(est), parts=parts, tables=tuple(tables),
+        val.update(sim_metered_minus_selected_bytes=up_diff,
+                   sim_metered_down_minus_model_bytes=down_diff,
+                   sim_learngene_last_over_first=np.sum(last) / np.sum(first))
+        notes.append(D.NOTE_SIMULATED.format(scale=ctx.scale, gamma=sim["gamma"],
+                                             n_layers=sim["n_layers"],
+                                             ratio=np.sum(last) / np.sum(first)))
+    fill = {"gamma": gs["gamma"], "n_layers": gs["n_layers"], "k": K0,
+            "threshold_once": D.THRESHOLD_ONCE}
+    est = tuple(Estimate(name, float(val[name]), unit=unit, description=d.format(**fill))
+                for name, (unit, d) in D.ESTIMATES.items() if name in val)
+    return Analysis(estimates=est, parts=parts, tables=tuple(tables),
                     figures=tuple(figs), notes=tuple(notes))
 
 
-QUESTIONS = (
-    Question("bidirectional-saving",
-             "Counting the cluster model sent down every round as well as the uploads, is "
-             "the saving far below the claimed 4x?",
-             ("skeptic_critique.concrete_test", "skeptic_critique.load_bearing_attack",
-              "referee_report.major_comments[0]"), ("bidirectional",), kind="proof"),
-    Question("once-per-client",
-             "If each client received the cluster model only once, from how many distinct "
-             "participants would the saving fall below 4x?", (), ("once-per-client",),
-             kind="measurement"),
-    Question("comm-formula",
-             "Does the printed Comm formula (R x B x |W| x 2) fail to give the tables' "
-             "totals?", ("referee_report.major_comments[2]",), ("formula",), kind="proof"),
-)
-
+QUESTIONS = tuple(Question(**q) for q in D.QUESTIONS)
 COMBINATION = questions.combination(QUESTIONS)
 
 
 def specs(ctx: RunContext):
-    return [RunSpec(a.name) for a in ARMS]
+    return [RunSpec(a.name) for a in D.ARMS]
 
 
 CLAIM = Claim(
-    id="genefl-uplink-bytes",
-    paper=GENEFL,
-    record=RecordRef(RECORDS[GENEFL.arxiv_id],
-                     ("skeptic_critique.concrete_test", "skeptic_critique.load_bearing_attack",
-                      "referee_report.major_comments[0]", "referee_report.major_comments[2]")),
-    title="uplink vs bidirectional bytes",
-    statement=("The fourfold saving counts only uploads; with the full cluster model sent "
-               "down every round the total saving is well under two, and the paper's own "
-               "formula does not give its tables' totals."),
-    arms=ARMS,
+    id=D.CLAIM_ID,
+    paper=D.PAPER,
+    record=D.RECORD,
+    title=D.TITLE,
+    statement=D.STATEMENT,
+    arms=D.ARMS,
     rules=(RULE_RATIO, RULE_ONCE, RULE_FORMULA),
     combination=COMBINATION,
     questions=QUESTIONS,
     stochastic=False,
-    scales=SCALES,
+    scales=D.SCALES,
     run=run,
     analyse=analyse,
     specs=specs,
-    paper_numbers=(
-        PaperNumber("ResNet-18 size", "42.66 MB", "Section IV", "model_bytes"),
-        PaperNumber("learnGene size", "9.04 MB", "abstract / Section IV",
-                    "learngene_bytes_selected"),
-        PaperNumber("FedAvg Comm", "42.66 GB", "Tables I-II", "fedavg_up_bytes_total"),
-        PaperNumber("reduction vs FedAvg", "about 4x", "abstract", "ratio_uplink"),
-        PaperNumber("Comm formula", "R x B x |W| x 2", "Section IV-B", ""),
-    ),
+    paper_numbers=D.PAPER_NUMBERS,
 )
