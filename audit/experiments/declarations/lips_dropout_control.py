@@ -1,0 +1,639 @@
+"""Declarations of the falsifier ``lips-dropout-control`` (its code:
+:mod:`audit.experiments.lips_dropout_control`): is LIPS's gain more than generic
+regularisation?
+
+Paper: LIPS, arXiv 2506.00932v1. Review record: 2506.00932 ``skeptic_critique``
+(``load_bearing_attack``, ``concrete_test``). CLAIMS.md section 4.
+
+The reviewer's claim, paraphrased: the paper never runs a regularisation control
+(dropout, weight decay or noise on the middle layers), so its accuracy gain is not shown
+to come from curing layer inertia; the random-mask ablation beating the sensitivity
+score on CIFAR-100 and the lack of a middle-only vs all-layers ablation point the same
+way; tau0 and k were chosen on test data.
+
+Premise first: LIPS must beat FedBN here (three-way rule, ``Analysis.premise``); the
+parts that explain that gain (``regularisation-controls``, ``layer-targeting``,
+``random-mask``) go through ``premise_gate`` and are INCONCLUSIVE where it does not.
+
+Parts: ``regularisation-controls`` and ``layer-targeting`` are the reviewer's own test and
+decide the verdict (any of them, the reviewer's "or"); reported beside it: ``random-mask``
+(LIPS vs the same pruning with a random mask), and two measurements without a verdict,
+``selection-optimism`` (what choosing (tau0, k) on test instead of validation adds per
+run; >= 0 by construction, so not tested against 0) and ``middle-cosine`` (does each
+control lift the middle layers' cosine to round 2 off its inertia, as LIPS does; the
+reviewer's second criterion, not a threshold because pruning lowers it by construction).
+
+What we run (``audit.algorithms.lips``): FedBN and LIPS as printed, its ablations
+(random mask, all layers, the released score with the horizon scaled to the run) and
+three controls (dropout on the middle layers, weight decay, Gaussian noise on the middle
+layers at LIPS's period), each tuned with the same small grid chosen on the clients'
+validation splits; plus two diagnostic arms: a planted handicap of about the margin
+(FedBN stopped at 90 % of the rounds, chosen on tuning seeds 1000-1004) for assay
+sensitivity at the margin's scale, and the paper's freeze test (middle layers frozen
+after round f).
+
+Why this setting can separate arms (a prototype on 8x8 digits with 60 rounds sat at a
+98 % ceiling): training is cut to a budget where FedBN is still improving, each client
+holds only 20 training images, and every client's test split is drawn from the
+held-out digits test set (never seen by any client) with the client's own label
+proportions, 30 images each, so the metric has 900 test decisions per seed. The
+smoke setting was set with a pilot on seeds 0-2, which are also verdict seeds (stated in
+the report); the planted handicap's size was chosen on tuning seeds only. At ``full``
+scale (60 rounds) the 90 % cut was not re-calibrated.
+"""
+from __future__ import annotations
+
+from audit.claims import LIPS, RECORDS, Arm, PaperNumber, RecordRef
+from audit.seeds import tuning_seeds
+from audit.tuning import Search
+
+CLAIM_ID = "lips-dropout-control"
+PAPER = LIPS
+RECORD = RecordRef(RECORDS[LIPS.arxiv_id], ("skeptic_critique.load_bearing_attack",
+                                            "skeptic_critique.concrete_test", "falsifier",
+                                            "referee_report.major_comments[0]",
+                                            "referee_report.major_comments[1]",
+                                            "referee_report.major_comments[2]",
+                                            "referee_report.major_comments[3]",
+                                            "referee_report.major_comments[4]"))
+TITLE = "dropout control"
+STATEMENT = ("The accuracy gain of LIPS is never compared with generic regularisation "
+             "of the middle layers (dropout, weight decay, noise) nor with pruning every "
+             "layer, so it is not shown to come from curing layer inertia; random masks "
+             "do as well as the sensitivity score, and the hyperparameters were picked "
+             "on test data.")
+# plain `audit run` without seeds: the first sequential look (the three-way rule
+# decides nothing below 6 pairs; a lock is reproduced with its own plan)
+DEFAULT_SEEDS = tuple(range(10))
+# the metric `audit tune` may read: personalised accuracy on the clients' validation
+# splits (every other accuracy reads test data)
+VALIDATION_METRICS = ("val_acc",)
+
+# ------------------------------------------------------------------------------ arms
+ARMS = (
+    Arm("fedbn", "FedBN: dense local SGD, norm layers kept local, no server piece",
+        "baseline (no LIPS)"),
+    Arm("lips", "LIPS as printed: every k rounds prune the lowest |dw * w| fraction "
+        "tau0 (1 - t/T) of each middle layer (T = run length)", "as printed (Sec. 4)"),
+    Arm("lips-random", "LIPS with a uniformly random mask of the same size",
+        "score: random instead of |dw * w| (paper Table 4 ablation)"),
+    Arm("lips-all-layers", "LIPS pruning every conv and linear weight, not only the "
+        "middle layers", "layer set: all weight layers instead of middle"),
+    Arm("lips-released-score", "LIPS with the released code's score |grad * w| (last "
+        "local minibatch) and its schedule rule (masking on rounds divisible by k), the "
+        "horizon T scaled to the run (the release fixes T = 300 for its 300-round runs, "
+        "T/R = 1; --set released_horizon=300 gives the unscaled reading); leaves out that "
+        "the release has no FedBN client (norm layers are kept local here, as in every arm)",
+        "score |grad * w| instead of |dw * w|; T = R as in the release's own runs"),
+    Arm("fedbn-dropout-middle", "FedBN with dropout after every middle layer, rate tuned",
+        "control: model option dropout_middle instead of pruning"),
+    Arm("fedbn-weight-decay", "FedBN with local SGD weight decay, strength tuned",
+        "control: weight decay instead of pruning"),
+    Arm("fedbn-noise-middle", "FedBN + Gaussian noise (scale x layer std) added to the "
+        "middle layers on LIPS's rounds with LIPS's decay", "control: noise instead of "
+        "zeroing"),
+    Arm("fedbn-short", "FedBN stopped after short_fraction of the rounds: a planted "
+        "handicap of about the equivalence margin (assay sensitivity at the margin's "
+        "scale; the fraction was chosen on tuning seeds 1000-1004, never verdict seeds)",
+        "rounds: short_fraction x R"),
+    Arm("fedbn-freeze-middle", "FedBN whose middle layers get no update after round f "
+        "(paper's Table 1 freeze test)", "local lr of middle layers 0 after round f"),
+)
+LIPS_FAMILY = ("lips", "lips-random", "lips-all-layers", "lips-released-score")
+CONTROLS = ("fedbn-dropout-middle", "fedbn-weight-decay", "fedbn-noise-middle")
+
+# The tuning grid: the same budget (number of candidates) for every tuned arm.
+# LIPS-family candidates are (tau0, k); noise is (sigma0, k); dropout a rate; wd a decay.
+_GRID_SMOKE = {
+    "lips": [(0.2, 5), (0.5, 5)],
+    "lips-random": [(0.2, 5), (0.5, 5)],
+    "lips-all-layers": [(0.2, 5), (0.5, 5)],
+    "lips-released-score": [(0.2, 5), (0.5, 5)],
+    "fedbn-dropout-middle": [0.1, 0.3],
+    "fedbn-weight-decay": [1e-3, 1e-2],
+    "fedbn-noise-middle": [(0.2, 5), (0.5, 5)],
+}
+
+_COMMON = dict(n_clients=30, n_train=20, n_val=10, n_test=30, alpha=0.1,
+               model="vgg", width=0.25, batch_size=10, local_epochs=1, momentum=0.0,
+               freeze_fraction=1 / 6, short_fraction=0.9, reference_round=2,
+               equivalence_margin=2.0, alpha_family=0.05, alpha_beside=0.05,
+               alpha_premise=0.05, released_horizon=None, checkpoint_every=10,
+               curve_points=10)
+# short_fraction = 0.9: the planted handicap's size, chosen on TUNING seeds at each scale
+# (SEARCHES, at the end of this module). Before, 2/3 of the rounds (a 16.7-point
+# handicap) showed only gross sensitivity.
+
+SCALES = {
+    "smoke": {**_COMMON, "dataset": "digits", "rounds": 30, "lr": 0.1, "grid": _GRID_SMOKE},
+    # rounds and lr chosen on tuning seeds, short_fraction re-checked there (SEARCHES)
+    "full": {**_COMMON, "dataset": "digits", "n_clients": 40, "width": 0.5, "rounds": 60,
+             "lr": 0.03,
+             "grid": _GRID_SMOKE},
+    # The paper's main setting (Sec. 5): CIFAR-100, Dir(0.1), 100 clients x 100 samples,
+    # ResNet-8, 300 rounds; read from ctx.data_dir on a GPU.
+    "paper": {**_COMMON, "dataset": "cifar100", "n_clients": 100, "n_train": 100,
+              "n_val": 20, "n_test": 50, "model": "resnet8", "width": 1.0,
+              "batch_size": 32, "local_epochs": 1, "rounds": 300, "lr": 0.05,
+              "grid": {"lips": [(0.2, 10), (0.5, 10)], "lips-random": [(0.2, 10), (0.5, 10)],
+                       "lips-all-layers": [(0.2, 10), (0.5, 10)],
+                       "lips-released-score": [(0.2, 10), (0.5, 10)],
+                       "fedbn-dropout-middle": [0.1, 0.3],
+                       "fedbn-weight-decay": [5e-4, 5e-3],
+                       "fedbn-noise-middle": [(0.2, 10), (0.5, 10)]},
+              # float32 by default; --set amp=bf16 autocasts the forward on CUDA (every
+              # arm trains alike, so it cannot favour one; it was not faster for FLAYER's
+              # ResNet-18 on an H200, and was not timed here)
+              "amp": None},
+}
+
+
+# ------------------------------------------------------------------ thresholds
+N_COMPARISONS = 4  # three controls + all layers
+#: Equivalence margin of the middle-layer cosine (to the round-2 weights, at the last
+#: round). Source: the paper calls a layer inert when this cosine is above 0.95, a band of
+#: 0.05 below 1; e = 0.02 is under half of that band, as d is under half of the paper's
+#: accuracy gain. Fixed before any run of the part that uses it.
+COS_MARGIN = 0.02
+#: The paper's inertia level: a layer is inert when its cosine to round 2 is above it.
+INERTIA_LEVEL = 0.95
+COMBINED_PARTS = ("regularisation-controls", "layer-targeting")
+
+# ------------------------------------------------------------------------- rules
+#: The two combined parts share one text; {what} and {names} are filled per part (below),
+#: the other fields when the part is decided.
+FAMILY_TEXT = (
+    "{what}: for each of {names}, A = LIPS, B = the alternative, personalised test "
+    "accuracy in points, margin m = 0, equivalence margin d = {d} points (set before the "
+    "runs as under half of the paper's 4.76-point CIFAR-100 gain of LIPS over FedBN), "
+    "alpha = {alpha_family} x {alpha_fraction} (share of this look) / {m} (Bonferroni over "
+    "the {m} comparisons of the two combined parts) = {alpha}: the {three_way}. "
+    "Equivalence counts only where assay sensitivity at the margin's scale is shown: FedBN "
+    "beats the planted handicap (FedBN stopped at {short_rounds} of {rounds} rounds, "
+    "about d) with the same rule, seeds and alpha (SUPPORTED). CONFIRMED when some "
+    "alternative is equivalent to LIPS or better (FALSIFIED); REFUTED when LIPS beats "
+    "every one (all SUPPORTED); else INCONCLUSIVE. The part explains LIPS's gain, so it is "
+    "INCONCLUSIVE ('premise not reproduced at this scale') unless the premise (LIPS beats "
+    "FedBN) is reproduced. Accuracy alone decides; the middle-layer cosine the reviewer "
+    "also names is reported per arm in the measurement part `middle-cosine`, not used "
+    "as a criterion: pruning and noise change the middle weights right after aggregation, "
+    "so their lower cosine to round 2 follows from the intervention by construction, and "
+    "no threshold for 'matching LIPS on the cosine' exists independently of the results.")
+FAMILY_PARTS = {
+    "regularisation-controls": ("Regularisation controls (the reviewer's own test)",
+                                "dropout / weight decay / noise on the middle layers"),
+    "layer-targeting": ("Layer targeting (the reviewer's own test, second half)",
+                        "LIPS on all weight layers"),
+}
+RANDOM_TEXT = (
+    "Random mask (reported beside the verdict; not combined into it): A = LIPS, B = LIPS "
+    "with a uniformly random mask of the same size (same seeds, same tuning budget, each "
+    "at its validation-chosen candidate), margin m = 0, d = {d} points, alpha = "
+    "{alpha_beside} x {alpha_fraction} = {alpha} (its own question, outside the "
+    "Bonferroni family of the combined parts): the {three_way}. Mapped onto the reviewer "
+    "(the score is not needed): FALSIFIED -> CONFIRMED, SUPPORTED -> REFUTED. Equivalence "
+    "counts only with the planted handicap detected at this alpha; gated by the premise "
+    "(it explains LIPS's gain).")
+SELECTION_TEXT = (
+    "Selection optimism (a measurement, no verdict): in every run (seed) of LIPS, the "
+    "candidate (tau0, k) with the highest test accuracy and the one with the highest "
+    "validation accuracy are picked (first on ties); the per-seed optimism is the "
+    "difference of their test accuracies, with its 95% Student-t interval over the "
+    "{n} seeds and the mean per-run range of the candidates' test accuracies. It is >= 0 "
+    "by construction, so a test of 'above 0' could not fail, and no threshold "
+    "independent of the results exists: the number is reported, not decided.")
+COSINE_TEXT = (
+    "Middle-layer cosine (a measurement, no verdict; the reviewer's second comparison "
+    "criterion): for LIPS and every control, the mean over seeds of the middle layers' "
+    "cosine to their round-2 weights at the last round, and FedBN minus it (paired 95% "
+    "Student-t CI over the {n} seeds): does the control lift the middle layers off their "
+    "inertia as LIPS does? The paper's inertia level is a cosine above {inertia_level}. "
+    "Not decided: LIPS and the noise control lower the cosine by construction (they zero "
+    "or perturb the weights after aggregation), dropout and weight decay do not act on "
+    "the global weights directly, so a difference says what each intervention does to "
+    "the weights, not whether learning resumed.")
+OVERFIT_TEXT = (
+    "Overfitting (a measurement, no verdict; the paper blames inertia on overfitting "
+    "without measuring it): for every arm, the clients' personalised accuracy on their "
+    "own training split minus that on their own test split (each the mean over clients, "
+    "as the reported accuracy), read every {every} rounds and at the last; reported per "
+    "arm as the mean over the {n} seeds of the last round's gap with its 95% Student-t "
+    "interval, and the curve. No threshold for 'overfits' exists independently of the "
+    "results.")
+GAP_TEXT = (
+    "Does LIPS narrow the train-test gap (its own question, outside the Bonferroni "
+    "family): A = FedBN's gap, B = LIPS's gap (train minus test accuracy at the last "
+    "round, points; paired over seeds, each arm at its validation-chosen candidate), "
+    "margin m = 0, d = {d} points (the accuracy margin: a gap is a difference of two "
+    "accuracies in the same points, and a narrowing smaller than d could not carry a gain "
+    "of the paper's size), alpha = {alpha_beside} x {alpha_fraction} = {alpha}: the "
+    "{three_way}. Mapped onto the reviewer (the overfitting story is not what LIPS "
+    "cures): FALSIFIED (LIPS's gap equivalent to FedBN's or larger) -> CONFIRMED, "
+    "SUPPORTED (LIPS narrows it) -> REFUTED. Equivalence counts only with the planted "
+    "accuracy handicap detected at this alpha (the gap's seed-to-seed spread is that of "
+    "the test accuracy plus the train accuracy's; caveat: the handicap is planted on "
+    "accuracy, not on the gap); gated by the premise (it explains LIPS's gain).")
+BEST_ROUND_TEXT = (
+    "Best round against last round (a measurement, no verdict): for every arm and seed, "
+    "the highest personalised test accuracy over the curve (read every {every} rounds "
+    "and at the last) minus the last round's, the mean over the {n} seeds; and LIPS minus "
+    "FedBN (paired 95% Student-t CI) read at the last round and at each run's best "
+    "round, with whether its sign changes. Best minus last is >= 0 by construction (the "
+    "best round is chosen on the test split), so it is reported, not tested.")
+BOTH_TEXT = (
+    "The reviewer's test in full (accuracy AND middle-layer cosine): for each of dropout "
+    "/ weight decay / noise on the middle layers, two three-way comparisons, paired over "
+    "seeds, at alpha = {alpha_family} x {alpha_fraction} / {m} (Bonferroni over the {m} "
+    "controls; within a control both must hold, so each runs at that alpha) = {alpha}. "
+    "Accuracy: A = LIPS, B = the control, personalised test accuracy, m = 0, d = {d} "
+    "points (as in regularisation-controls). Cosine: A = the control, B = LIPS, mean "
+    "middle-layer cosine to the round-2 weights at the last round, m = 0, equivalence "
+    "margin e = {e} (under half of the 0.05 band above the paper's inertia level 0.95, "
+    "as d is under half of the paper's gain): 'the control stays more inert than LIPS'. "
+    "Both: the {three_way}, with d read as e for the cosine. A control matches LIPS when "
+    "both are FALSIFIED (accuracy equivalent or better, cosine equivalent or lower); "
+    "CONFIRMED when some control matches, REFUTED when LIPS beats every control on at "
+    "least one (a SUPPORTED), else INCONCLUSIVE. Equivalence counts only with assay "
+    "sensitivity: on accuracy the planted handicap detected at this alpha; on the cosine "
+    "FedBN with its middle layers frozen after round f told apart from FedBN (its cosine "
+    "higher, SUPPORTED) at this alpha. Caveat, as in middle-cosine: pruning and noise "
+    "lower the cosine by changing the weights after aggregation. Gated by the premise.")
+
+# ------------------------------------------------------ what the decisions say (templates)
+NO_SENSITIVITY_FAMILY = ("no assay sensitivity at the margin's scale (the planted handicap "
+                         "was not detected), so no equivalence counts; ")
+NO_SENSITIVITY = "no assay sensitivity at the margin's scale, so no equivalence counts; "
+NO_SENSITIVITY_ON = "no assay sensitivity on {}, so no equivalence counts there; "
+NEEDS_SEEDS = "seeds that would detect the observed differences: "
+NEEDS_PAIRS = "{} pairs would detect the observed difference"
+NEEDS_OTHER = "a larger or different setting"
+NO_THRESHOLD = "a threshold fixed independently of the results (none exists here)"
+SELECTION_REASON = (
+    "measured, not decided: per-run optimism (test-chosen minus validation-chosen test "
+    "accuracy, LIPS) mean {o.mean:.3g} points, 95% t CI [{o.low:.3g}, {o.high:.3g}] (>= 0 "
+    "by construction); the candidates' test accuracies differ by {grid_range:.3g} points "
+    "per run on average, the most any choice could add (d = {margin:g} for scale).")
+COSINE_FEDBN = "fedbn {:.3f}"
+COSINE_ARM = ("{arm} {mean:.3f} (FedBN minus it {d.mean:.3f}, 95% t CI [{d.low:.3f}, "
+              "{d.high:.3f}]; {below} {level:g})")
+COSINE_REASON = ("measured, not decided: mean middle-layer cosine to the round-2 weights at "
+                 "the last round: {}.")
+COSINE_NEEDS = "a cosine criterion that the intervention does not meet by construction"
+OVERFIT_ARM = "{arm} {m.mean:.2f} [{m.low:.2f}, {m.high:.2f}] (peak {peak:.2f})"
+OVERFIT_REASON = ("measured, not decided: train minus test accuracy at the last round, "
+                  "points, mean [95% t CI] (largest gap over the curve): {}.")
+OVERFIT_NEEDS = ("a threshold for 'overfits' fixed independently of the results (none "
+                 "exists here); whether LIPS narrows the gap is question overfitting-reduced")
+BEST_ROUND_REASON = (
+    "measured, not decided: best-round minus last-round test accuracy, mean over seeds "
+    "(points): {bits}. LIPS - FedBN at the last round {last.mean:+.2f} (95% t CI "
+    "[{last.low:.2f}, {last.high:.2f}]), at each run's best round {best.mean:+.2f} "
+    "([{best.low:.2f}, {best.high:.2f}]): the sign {changes} between the readings.")
+BOTH_BIT = "{c}: accuracy {a} ({a_reason}); cosine {k} ({k_reason})"
+
+# ------------------------------------------------------------------------ premise
+PREMISE_EFFECT = "LIPS beats FedBN (personalised test accuracy, points)"
+PREMISE_ESTIMATE = ("LIPS minus FedBN, {conf:.4g}% {method} CI (paper: +4.76 on CIFAR-100 "
+                    "Dir(0.1))")
+PREMISE_RULE = "three-way rule on LIPS - FedBN (m = 0, d = {d:g}, alpha = {alpha:.4g})"
+
+# ---------------------------------------------------------------------- questions
+PREMISE_NEEDS = ("LIPS's own gain over FedBN must reproduce first: the paper's setting "
+                 "(--scale paper: CIFAR-100, ResNet-8, 300 rounds; `audit estimate "
+                 "lips-dropout-control --scale paper --device cuda --data-dir PATH` gives its "
+                 "device time)")
+
+#: The questions: (id, what it asks, the record fields it answers, the parts that decide
+#: it, options of audit.questions.Question).
+QUESTIONS = (
+    ("regularisation-matches",
+     "Does generic regularisation of the middle layers (dropout, weight decay or "
+     "noise, tuned on validation data) match or beat LIPS?",
+     ("skeptic_critique.concrete_test", "skeptic_critique.load_bearing_attack",
+      "falsifier", "referee_report.major_comments[1]"),
+     ("regularisation-controls",), {"decides": PREMISE_NEEDS}),
+    ("layer-targeting",
+     "Does pruning every weight layer match pruning only the middle ones?",
+     ("referee_report.major_comments[4]",), ("layer-targeting",),
+     {"decides": PREMISE_NEEDS}),
+    ("random-mask",
+     "Do random masks of the same size match or beat the sensitivity masks?",
+     ("referee_report.major_comments[0]",), ("random-mask",),
+     {"decides": PREMISE_NEEDS}),
+    ("selection-optimism",
+     "How much does choosing (tau0, k) on the test set flatter LIPS?",
+     ("referee_report.major_comments[2]",), ("selection-optimism",),
+     {"kind": "measurement"}),
+    ("middle-cosine",
+     "How far does each arm move the middle layers off their inertia (cosine to "
+     "round 2)?", (), ("middle-cosine",), {"kind": "measurement"}),
+    # the reviewer's concrete test names two criteria; regularisation-matches keeps the
+    # accuracy-only reading (unchanged), this question asks for both at once, so a
+    # reader sees each reading with its own verdict
+    ("regularisation-matches-both",
+     "Does some regularisation control match LIPS on accuracy AND on the "
+     "middle-layer cosine, as the reviewer's test asks?",
+     ("skeptic_critique.concrete_test",), ("controls-match-both",),
+     {"decides": PREMISE_NEEDS}),
+    ("overfitting",
+     "How large is the train-test accuracy gap of every arm, round by round?",
+     ("referee_report.major_comments[3]",), ("overfitting",), {"kind": "measurement"}),
+    ("overfitting-reduced",
+     "Does LIPS narrow the train-test gap against FedBN, as its overfitting "
+     "story implies?", ("referee_report.major_comments[3]",),
+     ("overfitting-reduced",), {"decides": PREMISE_NEEDS}),
+    ("best-round",
+     "How much higher is the best round's accuracy than the last round's, and "
+     "does LIPS's comparison with FedBN change sign between the two readings?",
+     ("referee_report.major_comments[2]",), ("best-round",), {"kind": "measurement"}),
+)
+
+#: How the questions combine: the parts explaining LIPS's gain wait for the premise.
+COMBINATION_TEXT = ("the parts explaining LIPS's gain are INCONCLUSIVE where that gain (the "
+                    "premise) is not reproduced")
+
+# -------------------------------------------------------------- notes and findings
+NOTE_PREMISE = (
+    "Premise (LIPS beats FedBN): {status}. {reason} Where it is not reproduced, the parts "
+    "that explain LIPS's gain (regularisation-controls, layer-targeting, random-mask) are "
+    "INCONCLUSIVE with 'premise not reproduced at this scale', whatever their comparisons "
+    "say (each comparison's own outcome stays in its reason and in the comparisons table).")
+NOTE_SETTING = (
+    "Setting and why it can separate arms: 8x8 digits, {n_clients} clients with {n_train} "
+    "training images each drawn with Dirichlet({alpha}) label proportions (the paper's "
+    "per-client draw), {rounds} rounds. A prototype at 60 rounds saturated at about 98% "
+    "personalised accuracy for every arm; here training stops where FedBN is still "
+    "improving, and every client's test split comes from the held-out test set ({n_test} "
+    "images per client, {n_test_seed} per seed, resolution {resolution:.2f} points). How "
+    "the rounds, learning rate, width and client count were chosen is recorded under 'How "
+    "the settings were chosen' (at smoke scale on seeds 0-2, which are also verdict seeds, "
+    "as that section says; at full scale on tuning seeds only).")
+NOTE_SENSITIVITY = (
+    "Assay sensitivity at the margin's scale: planted handicap: FedBN stopped at "
+    "{short_rounds} of {rounds} rounds, its size chosen on tuning seeds to give a gap of "
+    "about d (see 'How the settings were chosen'). On the verdict seeds FedBN minus that "
+    "arm is {sd.mean:.2f} points ({conf:.4g}% CI [{sd.low:.2f}, {sd.high:.2f}], three-way "
+    "{outcome} at the family's alpha {alpha:.4g}: {detected}; at the random-mask part's "
+    "alpha {a_side:.4g}: {detected_side}). An equivalence counts only where it is "
+    "detected. Caveat: the handicap is the same FedBN run cut short (its pairs share the "
+    "trajectory up to the cut), so its differences vary less than those between two "
+    "differently trained arms; the minimum detectable effects of the combined comparisons "
+    "(power 0.8, where inconclusive) are: {mdes} points.")
+DETECTED = {True: "detected", False: "not detected"}
+NO_MDES = "none (all decided)"
+NOTE_GAIN = ("LIPS minus FedBN: {g.mean:.2f} points, 95% t CI [{g.low:.2f}, {g.high:.2f}] "
+             "(paper: +4.76 on CIFAR-100). {where}. Parts: {decided}.")
+#: Where LIPS's gain over FedBN lies: its 95% t CI above 0, below 0, or around 0.
+GAIN_WHERE = {
+    "above": "LIPS beats FedBN here, so the comparisons speak to a real gain",
+    "below": ("LIPS is worse than FedBN here, so the paper's gain did not reproduce in this "
+              "setting; the verdict then says only that nothing on these runs ties LIPS's "
+              "effect to the middle layers or to its score, not that the paper's gain is "
+              "regularisation"),
+    "around": ("LIPS is not distinguishable from FedBN here, so the comparisons concern an "
+               "effect that may be absent in this setting"),
+}
+NOTE_TUNING = (
+    "Tuning: every tuned arm gets the same number of candidates; the candidate with the "
+    "highest mean validation accuracy (clients' validation splits, disjoint from their "
+    "training data) is reported; the 'chosen on test' columns show what picking on the "
+    "test splits would have reported (selection optimism, at least 0 by construction); "
+    "the per-seed optimism picks the best candidate on test in every run separately, as a "
+    "per-run peek at the test split would.")
+NOTE_INERTIA = (
+    "Inertia: FedBN's middle layers end at a mean cosine of {c.mean:.3f} to their round-2 "
+    "weights (95% CI [{c.low:.3f}, {c.high:.3f}]; the paper reports above 0.95). Freezing "
+    "them after round {f_round} changes accuracy by {f.mean:.2f} points (95% CI "
+    "[{f.low:.2f}, {f.high:.2f}]; the paper: under one point lost after round 50 of 300). "
+    "Random masks minus sensitivity masks: {r.mean:.2f} points (95% CI [{r.low:.2f}, "
+    "{r.high:.2f}]; the paper's Table 4: +2.30).")
+NOTE_BESIDE = (
+    "Beside the verdict. Random masks (review comment on Table 4): LIPS minus LIPS-random "
+    "{r.mean:.2f} points ({conf:.4g}% CI [{r.low:.2f}, {r.high:.2f}]; three-way: "
+    "{outcome}). Selection optimism (review comment on tau0 and k picked on test; a "
+    "measurement): choosing LIPS's candidate on test instead of validation in each run "
+    "adds {opt.mean:.2f} points (95% t CI [{opt.low:.2f}, {opt.high:.2f}]); it is at least "
+    "0 by construction, so it is reported, not tested against 0; the candidates differ by "
+    "{grid_range:.2f} points per run on average, which bounds what any choice could add. "
+    "What this shows: how much picking among our {n_c} candidates on the test splits "
+    "inflates the reported number in this setting. What it does not show: the size of the "
+    "optimism in the paper's own numbers (its grid in Figure 7 is larger, optimism grows "
+    "with the number of candidates and the spread of their results, and its data, model "
+    "and rounds differ), nor anything about reporting the best round instead of the last, "
+    "which the comment also raises: the verdicts read the last round; the best-round "
+    "reading is the measurement best-round.")
+NOTE_FAITHFUL = (
+    "Faithful arms. lips-released-score uses the released code's score |grad * w| and its "
+    "schedule rule with the horizon T scaled to the run length (the release's T = 300 "
+    "equals its own 300-round runs). The earlier reading, T fixed at 300 in a "
+    "{rounds}-round run, still pruned about {pruned:.0f}% of the middle weights in the last "
+    "pruning round and was evaluated right after; it cost that arm 4.4 points against LIPS "
+    "at smoke scale, i.e. it pushed the released arm down (it never entered the verdict); "
+    "--set released_horizon=300 restores it. Every arm keeps norm layers local (FedBN); "
+    "the release has no FedBN client.")
+NOTE_THRESHOLDS = (
+    "Thresholds and their sources: d = {d:g} points, under half of the paper's 4.76-point "
+    "CIFAR-100 gain (fixed before any run); alpha = 0.05 for the combined family "
+    "(Bonferroni over {m} comparisons), 0.05 for the premise and for random-mask, each "
+    "times this look's share {frac:.4g}; the inertia level 0.95 is the paper's.")
+NOTE_COSINE = (
+    "Caveat on the cosine: LIPS, its ablations and the noise control change middle weights "
+    "directly after aggregation, so their lower cosine to round 2 partly measures the "
+    "perturbation itself, not renewed learning; hence the cosine is a measurement (part "
+    "middle-cosine), not a criterion of the verdict.")
+NOTE_SCALE = (
+    "Caveat on scale: this is a small CPU setting (digits, a VGG-style net of width "
+    "{width}), not CIFAR-100 with ResNet-8 at 300 rounds; the paper's numbers are shown "
+    "beside ours only for orientation. With {n} seeds and a Bonferroni alpha of "
+    "{alpha:.4g} equivalence needs a small spread of the differences; the seeds needed are "
+    "given when a comparison is inconclusive. A decision needs Hall's interval, widened by "
+    "a skewness allowance, to agree with an exact sign test at alpha/2 a side (nothing is "
+    "decided below 6 pairs). The paper scale reads CIFAR-100 from --data-dir (ResNet-8, "
+    "100 clients x 100 images, 300 rounds); TinyImageNet with ResNet-10 is the same scale "
+    "with --set dataset=\"tinyimagenet\" --set model=\"resnet10\".")
+FINDING_PREMISE = ("The paper's own effect, LIPS over FedBN, is {status} here ({value:+.2f} "
+                   "points); the questions that explain it wait for it.")
+FINDING_COSINE = (
+    "The middle-layer cosine drop that the paper reads as cured inertia appears with plain "
+    "Gaussian noise too: FedBN's final middle cosine minus the arm's is {lips:+.4f} for "
+    "LIPS and {noise:+.4f} for the noise control (dropout {dropout:+.4f}); both perturb the "
+    "weights right after aggregation.")
+
+# ---------------------------------------------------------------------- estimates
+#: The estimates' descriptions (templates where an arm, a comparison or a level enters).
+EST = {
+    "assay_sensitivity_gap": (
+        "FedBN minus FedBN stopped at {short_rounds} of {rounds} rounds (planted handicap "
+        "of about d = {d:g}), {conf:.4g}% CI; sensitive when its lower end exceeds 0 "
+        "(three-way SUPPORTED)"),
+    "assay_sensitive": "1 if the planted handicap was detected at the family's alpha",
+    "assay_sensitive_beside": ("1 if the planted handicap was detected at the random-mask "
+                               "part's alpha"),
+    "metric_resolution": "one test decision per seed (all clients' test splits together)",
+    "lips_minus_fedbn": "LIPS gain over FedBN (paper: +4.76 on CIFAR-100)",
+    "lips_minus": "LIPS minus {c}, {conf:.4g}% CI (Bonferroni)",
+    "mde": "smallest LIPS - {c} difference this comparison detects with power 0.8",
+    "lips_random_minus_lips": "random mask minus sensitivity mask (paper Table 4: +2.30)",
+    "lips_released_score_minus_lips": ("released score |grad * w| (T scaled to the run) "
+                                       "minus the printed one"),
+    "freeze_minus_fedbn": ("middle layers frozen after round f, minus FedBN (paper Table 1: "
+                           "under one point lost)"),
+    "acc": "personalised test accuracy of {arm}",
+    "middle_cos_final": ("{arm}: mean middle-layer cosine to the round-2 weights at the last "
+                         "round (paper's inertia: above 0.95)"),
+    "cos_lift": ("FedBN's final middle cosine minus {arm}'s (how far it lifts the middle "
+                 "layers off their inertia)"),
+    "selection_optimism": "{arm}: mean test accuracy if tuned on test minus tuned on validation",
+    "selection_optimism_per_seed": ("{arm}: mean over seeds of the best candidate's test "
+                                    "accuracy in each run minus the validation choice"),
+    "lips_minus_lips-random": ("LIPS minus LIPS with a random mask (part random-mask), "
+                               "{conf:.4g}% CI"),
+    "selection_optimism_per_run_lips": (
+        "LIPS: per run, test accuracy of the candidate chosen on test minus that of the "
+        "candidate chosen on validation (part selection-optimism, a measurement; >= 0 by "
+        "construction)"),
+    "selection_grid_range_lips": ("LIPS: per run, highest minus lowest test accuracy over "
+                                  "the tuning candidates (the most a choice could change "
+                                  "the number)"),
+    "lips_gain_if_tuned_on_test": "LIPS minus FedBN had LIPS been tuned on test",
+    "gap_fedbn_minus_lips": ("FedBN's train-test gap minus LIPS's at the last round (part "
+                             "overfitting-reduced), {conf:.4g}% CI"),
+    "lips_minus_fedbn_best_round": ("LIPS minus FedBN, each run read at its best round "
+                                    "(test-chosen)"),
+    "cosine_margin": ("equivalence margin e of the middle-layer cosine (under half of the "
+                      "paper's 0.05 inertia band)"),
+    "cosine_sensitive": ("1 if FedBN with frozen middle layers was told apart from FedBN on "
+                         "the cosine at the controls-match-both alpha"),
+    "cos_freeze_minus_fedbn": ("planted cosine difference: frozen middle layers minus FedBN, "
+                               "{conf:.4g}% CI"),
+    "cos_minus_lips": ("{c}'s final middle cosine minus LIPS's (part controls-match-both), "
+                       "{conf:.4g}% CI"),
+    "gap": "{arm}: train minus test accuracy at the last round (overfitting)",
+    "best_minus_last": "{arm}: best-round minus last-round test accuracy (>= 0 by construction)",
+}
+#: The stem of each cosine arm's estimates (``<stem>_middle_cos_final``, ``cos_lift_<stem>``).
+COS_STEMS = {"fedbn": "fedbn", "lips": "lips", "fedbn-dropout-middle": "dropout",
+             "fedbn-weight-decay": "weight_decay", "fedbn-noise-middle": "noise"}
+
+# ------------------------------------------------------------------ tables, figures
+T_ARMS = "Arms: chosen hyperparameters (validation), personalised accuracy (%)"
+T_ARMS_COLUMNS = ("arm", "chosen (val)", "val acc", "test acc", "95% t CI", "chosen on test",
+                  "test acc if test-tuned", "middle cos (last)", "middle zeros (last)",
+                  "s/run")
+T_ARMS_NOTE = ("Mean over seeds {seeds}; hyperparameters: LIPS family (tau0, k), noise "
+               "(sigma0, k), dropout rate, weight decay.")
+T_GRID = "Tuning grid: mean validation and test accuracy per candidate (%)"
+T_GRID_COLUMNS = ("arm", "candidate", "val acc", "test acc")
+T_GRID_NOTE = ("The same number of candidates for every tuned arm; the choice is by "
+               "validation accuracy; test is shown only to measure the selection optimism.")
+T_CMP = ("Comparisons of the combined parts, the premise and the planted handicap (points; "
+         "paired over seeds)")
+T_CMP_COLUMNS = ("comparison", "mean", "(1 - alpha) interval of the rule", "alpha",
+                 "equivalence p (exact sign tests)", "three-way outcome", "flip (points)",
+                 "seeds needed")
+T_CMP_NOTE = (
+    "Three-way outcome about 'A beats B' (m = 0); d = {d:g} points; the combined parts' "
+    "alpha = {alpha:.4g} (Bonferroni over {m}, times this look's share {frac:.4g}); "
+    "equivalence is the same interval inside (-d, +d); flip = the smallest change of one "
+    "seed's difference that changes the outcome (resolution {resolution:.3g} points).")
+T_SIDE = "Part reported beside the verdict (points; paired over seeds)"
+T_SIDE_NOTE = ("Part random-mask; d = {d:g} points; alpha = {alpha:.4g}; it does not enter "
+               "the claim's verdict.")
+T_PER_SEED = "Per-seed personalised test accuracy (%) at the chosen candidate"
+T_LAYERS = "Per middle layer: cosine to the round-2 weights at the last round"
+T_CURVE = "Overfitting and best round: train-test gap and best vs last round (points)"
+T_CURVE_COLUMNS = ("arm", "gap (last round)", "95% t CI", "largest gap", "best-round acc",
+                   "last-round acc", "best - last")
+T_CURVE_NOTE = ("Curves read every {every} rounds and at the last; mean over seeds {seeds}; "
+                "each arm at its validation-chosen candidate. LIPS - FedBN: last round "
+                "{last:+.2f}, best round {best:+.2f}.")
+T_BOTH = ("The reviewer's test in full: each control against LIPS on accuracy and on the "
+          "middle-layer cosine")
+T_BOTH_COLUMNS = ("control", "lips - control (points)", "accuracy outcome",
+                  "control - lips (cosine)", "cosine outcome")
+T_BOTH_NOTE = ("alpha = {alpha:.4g}; d = {d:g} points, e = {e:g}; cosine sensitivity (frozen "
+               "minus FedBN): {f.difference.mean:+.4f} {f.outcome}; accuracy sensitivity: "
+               "{acc_sens}.")
+SHOWN = {True: "shown", False: "not shown"}
+ACC_METRIC = "personalised test accuracy, points"  # the misbehaviour table's metric
+FIG_COS = ("middle_cosine", "Inertia: mean middle-layer cosine to round-2 weights", "round",
+           "cosine")
+FIG_COS_CAPTION = ("Mean over seeds, band = min..max over seeds. Pruning zeroes weights, "
+                   "which lowers the cosine by construction.")
+FIG_ACC = ("accuracy", "Accuracy minus FedBN's, paired over seeds (95% t CI)", "arm",
+           "difference (points)")
+FIG_ACC_CAPTION = ("Personalised test accuracy at the validation-chosen candidate; dropout, "
+                   "wd, noise are the controls; short is the known-worse arm of the "
+                   "sensitivity check.")
+#: The bar labels of the accuracy figure (every arm but FedBN, in this order).
+BAR_LABELS = {"lips": "lips", "lips-random": "random", "lips-all-layers": "all-layers",
+              "lips-released-score": "released", "fedbn-dropout-middle": "dropout",
+              "fedbn-weight-decay": "wd", "fedbn-noise-middle": "noise",
+              "fedbn-freeze-middle": "freeze", "fedbn-short": "short"}
+FIG_GAP = ("overfitting_gap", "Overfitting: train minus test accuracy per round", "round",
+           "gap (points)")
+FIG_GAP_CAPTION = ("Personalised accuracy on the clients' own training splits minus on "
+                   "their test splits, mean over seeds, band = min..max.")
+
+# ----------------------------------------------------------------------- searches
+#: How the settings were chosen (audit.tuning: tuning seeds only, never a verdict's,
+#: except the first smoke record, made before tuning seeds were reserved: it says so).
+SEARCHES = (
+    Search("smoke", "rounds, learning rate, width and clients at smoke scale (speed, and "
+           "accuracy off the ceiling that a 60-round prototype hit)", (0, 1, 2),
+           ("a short pilot of FedBN, early-stopped FedBN, LIPS, dropout and all-layer LIPS "
+            "(its numbers were not kept)",
+            "re-checked on tuning seeds 1000-1004: FedBN still gains 2.24 points (SD 1.13) "
+            "over its last 3 of 30 rounds, so the setting is off the ceiling there too"),
+           "30 clients x 20 images, VGG width 0.25, 30 rounds, lr 0.1",
+           "the fastest setting that left the ceiling; the tuning grids were fixed before "
+           "that pilot", verdict_seeds_used=True),
+    Search("smoke", "size of the planted handicap (assay sensitivity at the margin d = 2 "
+           "points): the fraction of rounds the early-stopped FedBN runs", tuning_seeds(5),
+           ("27 of 30 rounds: FedBN - short FedBN 2.24 points (SD 1.13)",
+            "26 rounds: 2.00 (SD 1.42)", "24 rounds: 4.84"),
+           "short_fraction 0.9 (27 of 30 rounds)",
+           "26 and 27 rounds both put the gap at about d (2.00 and 2.24 points); 27 has "
+           "the smaller spread; 24 rounds is more than twice d"),
+    Search("full", "learning rate and rounds at full scale, where LIPS's own gain over FedBN "
+           "(the premise) shows most: the paper's effect given its best chance",
+           tuning_seeds(3),
+           ("60 rounds, lr 0.1: FedBN 94.53, LIPS (tau0 0.2) 94.96, LIPS (tau0 0.5) 94.27; "
+            "LIPS(0.2) - FedBN +0.42 points (SD 0.57)",
+            "60 rounds, lr 0.03: FedBN 87.16, LIPS 87.91 and 88.20; +0.76 (SD 0.10)",
+            "100 rounds, lr 0.1: FedBN 96.04, LIPS 96.27 and 95.80; +0.22 (SD 0.28)",
+            "100 rounds, lr 0.03: FedBN 94.36, LIPS 94.49 and 94.58; +0.13 (SD 0.53)"),
+           "60 rounds, lr 0.03 (`audit tune lips-dropout-control --scale full --arms "
+           "fedbn,lips --metric test_acc --grid rounds=60,100 --grid lr=0.1,0.03 "
+           "--contrast lips/cand=0:fedbn/cand=0`, 50 clients)",
+           "the largest LIPS - FedBN gain for both tuning candidates, at the cost of the "
+           "60-round settings, with FedBN furthest from the ceiling (87 against 94-96 %)",
+           test_metric_read=True),
+    Search("full", "clients at full scale: 50 clients would take about 55 minutes at the "
+           "cap of 20 seeds (340 units of about 9.5 s measured), so 40; is the learning "
+           "rate still the one where LIPS's gain shows most?", tuning_seeds(3),
+           ("40 clients, lr 0.1: FedBN 93.81, LIPS 94.00 and 94.28; LIPS(0.2) - FedBN "
+            "+0.19 points (SD 0.97)",
+            "40 clients, lr 0.03: FedBN 86.64, LIPS 87.31 and 88.14; +0.67 (SD 1.30)"),
+           "40 clients, lr 0.03 (`audit tune ... --set n_clients=40 --set rounds=60 "
+           "--grid lr=0.1,0.03`)",
+           "the time budget sets the clients; lr 0.03 still gives LIPS its larger gain",
+           test_metric_read=True),
+    Search("full", "size of the planted handicap at full scale (d = 2 points)",
+           tuning_seeds(5),
+           ("50 clients: short_fraction 0.8 (48 of 60 rounds): FedBN - short FedBN 4.39 "
+            "points (SD 0.63); 0.9 (54 rounds): 2.05 (SD 0.28); 0.95 (57 rounds): 0.83 "
+            "(SD 0.54)",
+            "40 clients (the chosen setting): 0.9: 1.97 (SD 0.83)"),
+           "short_fraction 0.9 (54 of 60 rounds)", "the fraction whose gap is closest to d"),
+)
+
+PAPER_NUMBERS = (
+    PaperNumber("FedBN, CIFAR-100 Dir(0.1)", 43.08, "main results table", ours="acc_fedbn"),
+    PaperNumber("LIPS, CIFAR-100 Dir(0.1)", 47.84, "main results table", ours="acc_lips"),
+    PaperNumber("LIPS-Random, CIFAR-100 Dir(0.1)", 50.14, "Table 4", ours="acc_lips-random"),
+    PaperNumber("FedBN, TinyImageNet Dir(0.1)", 36.83, "main results table"),
+    PaperNumber("LIPS, TinyImageNet Dir(0.1)", 40.61, "main results table"),
+    PaperNumber("accuracy lost by freezing middle layers after round 50", "under 1 point",
+                "Table 1", ours="freeze_minus_fedbn"),
+)
