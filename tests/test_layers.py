@@ -174,7 +174,8 @@ DECLARED = ROOT / "audit" / "experiments" / "declarations"
 # what a declaration module may import: value types and constants, never a claim's code,
 # the engine, the algorithms or an array library (see its package's docstring)
 _DECLARATION_IMPORTS = ("audit.claims", "audit.verdict", "audit.tuning", "audit.seeds",
-                        "audit.papers", "audit.experiments.declarations", "__future__",
+                        "audit.papers", "audit.questions", "audit.experiments.declarations",
+                        "__future__",
                         "math", "dataclasses", "typing", "fractions")
 
 

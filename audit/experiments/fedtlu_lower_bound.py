@@ -19,7 +19,6 @@ from audit import kit, stats
 from audit.claims import Analysis, AuditError, Claim, Figure, RunContext, RunSpec, Table
 from audit.analysis import mean_band, results_table
 from audit import questions
-from audit.questions import Question
 from audit.experiments.declarations import fedtlu_lower_bound as D
 from audit.experiments.declarations.fedtlu_lower_bound import (  # noqa: F401 (tests read them)
     ALPHA, ARMS, CLAIM_ID, N_TESTS, ONE_MINUS_DELTA, PAPER_GAP_REL, PAPER_RUNS,
@@ -309,7 +308,7 @@ RULE_NOISE = Rule(**D.RULE_NOISE, decide=_decide_noise)
 RULE_POWER = Rule(**D.RULE_POWER, decide=_decide_power)
 RULE_PRINTED = Rule(**D.RULE_PRINTED, decide=_decide_printed)
 RULE_READINGS = Rule(**D.RULE_READINGS, decide=_decide_readings)
-QUESTIONS = tuple(Question(**q) for q in D.QUESTIONS)
+QUESTIONS = D.QUESTIONS
 COMBINATION = questions.combination(QUESTIONS)
 
 

@@ -17,7 +17,7 @@ from audit.experiments.declarations import fedtlu_score_undefined as D
 from audit.experiments.declarations.fedtlu_score_undefined import (  # noqa: F401 (tests)
     BASE, CHANCE_BAND, CLAIM_ID, DEPENDS_TOL, INVARIANCE_TOL, PLANT_ALPHA, PLANTED, SCALES,
     STD_ZERO_CASES)
-from audit.questions import Finding, Question
+from audit.questions import Finding
 from audit.verdict import Estimate, Outcome, Rule
 
 
@@ -183,7 +183,7 @@ def _planted_decide(ev):
 RULE_UNDEFINED = Rule(**D.RULE_UNDEFINED, decide=_undefined_decide)
 RULE_INVARIANT = Rule(**D.RULE_INVARIANT, decide=_invariant_decide)
 RULE_PLANTED = Rule(**D.RULE_PLANTED, decide=_planted_decide)
-QUESTIONS = tuple(Question(**q) for q in D.QUESTIONS)
+QUESTIONS = D.QUESTIONS
 COMBINATION = questions.combination(QUESTIONS)
 
 

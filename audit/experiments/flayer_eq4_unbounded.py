@@ -18,7 +18,6 @@ from audit.claims import Analysis, AuditError, Claim, Figure, RunContext, RunSpe
 from audit.experiments.declarations import flayer_eq4_unbounded as D
 from audit.experiments.declarations.flayer_eq4_unbounded import (
     ARMS, CLAIM_ID, FIT_FROM, FLAYER_ARMS, SCALES, SLOPE_TOL, THRESHOLDS)
-from audit.questions import Question
 from audit.verdict import Estimate, Outcome, Rule
 
 
@@ -276,7 +275,7 @@ def analyse(results, ctx: RunContext) -> Analysis:
                     figures=tuple(figs), notes=tuple(n.format(**fmt) for n in D.NOTES))
 
 
-QUESTIONS = tuple(Question(**q) for q in D.QUESTIONS)
+QUESTIONS = D.QUESTIONS
 COMBINATION = questions.combination(QUESTIONS)
 
 CLAIM = Claim(

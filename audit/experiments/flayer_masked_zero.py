@@ -19,7 +19,7 @@ from audit.claims import Analysis, AuditError, Claim, Figure, RunContext, RunSpe
 from audit.experiments.declarations import flayer_masked_zero as D
 from audit.experiments.declarations.flayer_masked_zero import (  # noqa: F401 (tests read them here)
     ALPHA, ARMS, CLAIM_ID, EQUIV, IDENTITY_TOL, MARGIN, PREMISE_ARM, SCALES, SEARCHES, X20)
-from audit.questions import Finding, Question
+from audit.questions import Finding
 from audit.verdict import Estimate, Outcome, Premise, Rule, on_reviewer, premise_gate
 
 ARM_NAMES = tuple(a.name for a in ARMS)
@@ -676,7 +676,7 @@ def analyse(results: Mapping[RunSpec, Mapping], ctx: RunContext) -> Analysis:
                     findings=findings, caveats=caveats)
 
 
-QUESTIONS = tuple(Question(**q) for q in D.QUESTIONS)
+QUESTIONS = D.QUESTIONS
 COMBINATION = questions.combination(QUESTIONS, D.COMBINATION)
 
 CLAIM = Claim(

@@ -19,7 +19,7 @@ from audit.claims import Analysis, AuditError, Claim, Figure, RunContext, RunSpe
 from audit.experiments.declarations import genefl_inverted_cosine as D
 from audit.experiments.declarations.genefl_inverted_cosine import (  # noqa: F401 (tests)
     ARM_NAMES, FAIR, SCALES, SMOKE_SIM, SWEEP_ARMS)
-from audit.questions import Finding, Question
+from audit.questions import Finding
 from audit.verdict import Estimate, Outcome, Premise, Rule, on_reviewer, premise_gate
 
 
@@ -269,7 +269,7 @@ RULE_FAIR_BYTES = FAIR_RULES["bottom-gamma-bytes"]
 RULE_FAIR_NO_CLASSIFIER = FAIR_RULES["bottom-gamma-no-classifier"]
 RULE_GAMMA_SWEEP = Rule("gamma-sweep", D.RULE_GAMMA_SWEEP, _sweep_decide)
 
-QUESTIONS = tuple(Question(**q) for q in D.QUESTIONS)
+QUESTIONS = D.QUESTIONS
 COMBINATION = questions.combination(QUESTIONS)
 
 

@@ -15,7 +15,6 @@ import numpy as np
 from audit.claims import Analysis, AuditError, Claim, Figure, RunContext, RunSpec, Table
 from audit import questions
 from audit.experiments.declarations import genefl_uplink_bytes as D
-from audit.questions import Question
 from audit.verdict import Estimate, Outcome, Rule
 
 
@@ -466,7 +465,7 @@ def analyse(results, ctx: RunContext) -> Analysis:
                     figures=tuple(figs), notes=tuple(notes))
 
 
-QUESTIONS = tuple(Question(**q) for q in D.QUESTIONS)
+QUESTIONS = D.QUESTIONS
 COMBINATION = questions.combination(QUESTIONS)
 
 

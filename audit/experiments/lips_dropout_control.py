@@ -22,7 +22,7 @@ from audit.claims import Analysis, AuditError, Claim, Figure, RunContext, RunSpe
 from audit.experiments.declarations import lips_dropout_control as D
 from audit.experiments.declarations.lips_dropout_control import (  # noqa: F401 (re-exported)
     ARMS, CLAIM_ID, CONTROLS, COS_MARGIN, N_COMPARISONS, SCALES, SEARCHES)
-from audit.questions import Finding, Question
+from audit.questions import Finding
 from audit.verdict import Estimate, Outcome, Premise, Rule, on_reviewer, premise_gate
 
 ARM_NAMES = tuple(a.name for a in ARMS)
@@ -425,7 +425,7 @@ RULE_GAP = Rule("overfitting-reduced", D.GAP_TEXT, _decide_one("gap fedbn vs gap
 RULE_BEST_ROUND = _measured("best-round", D.BEST_ROUND_TEXT, _decide_best_round)
 RULE_BOTH = Rule("controls-match-both", D.BOTH_TEXT, _decide_both)
 N_BOTH = len(CONTROLS)
-QUESTIONS = tuple(Question(*q[:4], **q[4]) for q in D.QUESTIONS)
+QUESTIONS = D.QUESTIONS
 COMBINATION = questions.combination(QUESTIONS, D.COMBINATION_TEXT)
 
 

@@ -7,8 +7,8 @@ A declaration module holds the claim's data: its id, title, statement and paper,
 other thresholds fixed before any run, the paper's printed numbers, the premise's effect
 text, the notes' fixed prose (templates where a number enters), and the settings searches
 (``audit.tuning.Search`` records). It imports only value types and constants (``audit.claims``,
-``audit.verdict``, ``audit.tuning``, ``audit.seeds``, ``audit.papers``), never torch, never
-the claim's code, and computes nothing that depends on a run.
+``audit.verdict``, ``audit.questions``, ``audit.tuning``, ``audit.seeds``,
+``audit.papers``), never torch, never the claim's code, and computes nothing that depends on a run.
 
 The claim's module keeps what is particular to its code: the pieces each arm changes,
 ``run`` and ``specs``, the evidence ``analyse`` extracts, any decision that is not a kit

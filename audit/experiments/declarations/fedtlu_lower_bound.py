@@ -34,6 +34,7 @@ from __future__ import annotations
 
 from fractions import Fraction
 
+from audit.questions import Question
 from audit.claims import FEDTLU, RECORDS, Arm, PaperNumber, RecordRef
 from audit.seeds import tuning_seeds
 from audit.tuning import Search
@@ -258,38 +259,38 @@ READINGS_ROW = ("{st}: Random - FedTLU final {f:+.4g}, per-seed minimum averaged
 # ================================================================================ questions
 #: the reviewer's questions (audit.questions.Question fields), each with its own verdict
 QUESTIONS = (
-    dict(id="bounds-do-not-order-changes",
-         asks="Does a larger lower bound (Sec. IV.C) fail to give a larger true loss "
-              "decrease, with both bounds negative once eta*L > 2?",
-         fields=("skeptic_critique.load_bearing_attack", "referee_report.major_comments[0]"),
-         parts=("ordering", "vacuous-regime"), kind="proof"),
-    dict(id="reviewer-quadratic",
-         asks="On the reviewer's own two-block quadratic (eta*L = 3), does the full step "
-              "lower the loss more than the subset step?",
-         fields=("skeptic_critique.concrete_test",), parts=("isotropic-test",), kind="proof",
-         decides="an instance where a bound differs from its change (see "
-                 "bounds-do-not-order-changes)"),
-    dict(id="score-meets-assumption-b",
-         asks="Do the blocks the score picks fail to hold 1 - delta of the squared gradient "
-              "norm, i.e. is Assumption (b) unsupported by the score?",
-         fields=("falsifier", "referee_report.major_comments[1]"), parts=("assumption-b",)),
-    dict(id="gain-within-noise",
-         asks="On our runs, is FedTLU's gain over Random no larger than the gap the paper "
-              "itself reports?", fields=("referee_report.major_comments[3]",),
-         parts=("noise",)),
-    dict(id="three-runs-resolve",
-         asks="Can three runs without a spread tell a gap of the paper's size from seed "
-              "noise? (CONFIRMED: they cannot)", fields=("referee_report.major_comments[3]",),
-         parts=("three-runs",)),
-    dict(id="minimum-reading",
-         asks="Does the unstated reading of the minimum perplexity (per seed then averaged, "
-              "or of the mean curve) change the comparison?",
-         fields=("referee_report.minor_comments[2]",), parts=("minimum-readings",),
-         kind="measurement"),
-    dict(id="consistently-better-wording",
-         asks="Do the paper's own printed tables contradict 'consistently outperforms'?",
-         fields=("referee_report.major_comments[2]",), parts=("printed-tables",),
-         kind="proof"),
+    Question(id="bounds-do-not-order-changes",
+             asks="Does a larger lower bound (Sec. IV.C) fail to give a larger true loss "
+                  "decrease, with both bounds negative once eta*L > 2?",
+             fields=("skeptic_critique.load_bearing_attack", "referee_report.major_comments[0]"),
+             parts=("ordering", "vacuous-regime"), kind="proof"),
+    Question(id="reviewer-quadratic",
+             asks="On the reviewer's own two-block quadratic (eta*L = 3), does the full step "
+                  "lower the loss more than the subset step?",
+             fields=("skeptic_critique.concrete_test",), parts=("isotropic-test",), kind="proof",
+             decides="an instance where a bound differs from its change (see "
+                     "bounds-do-not-order-changes)"),
+    Question(id="score-meets-assumption-b",
+             asks="Do the blocks the score picks fail to hold 1 - delta of the squared gradient "
+                  "norm, i.e. is Assumption (b) unsupported by the score?",
+             fields=("falsifier", "referee_report.major_comments[1]"), parts=("assumption-b",)),
+    Question(id="gain-within-noise",
+             asks="On our runs, is FedTLU's gain over Random no larger than the gap the paper "
+                  "itself reports?", fields=("referee_report.major_comments[3]",),
+             parts=("noise",)),
+    Question(id="three-runs-resolve",
+             asks="Can three runs without a spread tell a gap of the paper's size from seed "
+                  "noise? (CONFIRMED: they cannot)", fields=("referee_report.major_comments[3]",),
+             parts=("three-runs",)),
+    Question(id="minimum-reading",
+             asks="Does the unstated reading of the minimum perplexity (per seed then averaged, "
+                  "or of the mean curve) change the comparison?",
+             fields=("referee_report.minor_comments[2]",), parts=("minimum-readings",),
+             kind="measurement"),
+    Question(id="consistently-better-wording",
+             asks="Do the paper's own printed tables contradict 'consistently outperforms'?",
+             fields=("referee_report.major_comments[2]",), parts=("printed-tables",),
+             kind="proof"),
 )
 PREMISE_ESTIMATE = ("{st} (Table III's setting is noisy): Random - FedTLU, positive = FedTLU "
                     "better, {method} interval at the rule's alpha")

@@ -32,6 +32,7 @@ The code (the literal formula, the sweeps, the decisions and the presentation) i
 """
 from __future__ import annotations
 
+from audit.questions import Question
 from audit.claims import FEDTLU, RECORDS, Arm, PaperNumber, RecordRef
 
 CLAIM_ID = "fedtlu-score-undefined"
@@ -148,16 +149,16 @@ PLANTED_NEEDS = "more planted instances (n_planted)"
 # ================================================================================ questions
 #: the reviewer's questions (audit.questions.Question fields), each with its own verdict
 QUESTIONS = (
-    dict(id="score-undefined",
-         asks="Does the Section III score have no value when an update's entries do not "
-              "vary (a frozen, all-zero update included)?",
-         fields=("referee_report.minor_comments[0]",), parts=("undefined",), kind="proof"),
-    dict(id="planted-pick",
-         asks="The falsifier's first half: planted a quiet block whose update lowers the "
-              "loss against a loud block whose update is noise, does the score fail to pick "
-              "the useful one reliably?",
-         fields=("falsifier",), parts=("planted-pick",), kind="proof",
-         decides="the planted families' pick rates (exact binomial intervals)"),
+    Question(id="score-undefined",
+             asks="Does the Section III score have no value when an update's entries do not "
+                  "vary (a frozen, all-zero update included)?",
+             fields=("referee_report.minor_comments[0]",), parts=("undefined",), kind="proof"),
+    Question(id="planted-pick",
+             asks="The falsifier's first half: planted a quiet block whose update lowers the "
+                  "loss against a loud block whose update is noise, does the score fail to pick "
+                  "the useful one reliably?",
+             fields=("falsifier",), parts=("planted-pick",), kind="proof",
+             decides="the planted families' pick rates (exact binomial intervals)"),
 )
 # `scale-invariant` is the project's own finding (the reviewer did not raise it): reported
 # as a finding and a part, never as the reviewer's question

@@ -29,6 +29,7 @@ The declarations of the claim (literals only); its code is
 """
 from __future__ import annotations
 
+from audit.questions import Question
 from audit.claims import FLAYER, RECORDS, Arm, PaperNumber, RecordRef
 
 CLAIM_ID = "flayer-eq4-unbounded"
@@ -152,13 +153,13 @@ NOTES = (
 # --------------------------------------------------------------------------- questions
 #: the questions (``audit.questions.Question`` fields), built by the claim's code
 QUESTIONS = (
-    dict(id="eq4-unbounded",
-         asks="Does the Eq. 4 learning-rate factor grow without bound as a layer's gradient "
-              "norm goes to zero?", fields=("referee_report.minor_comments[2]",),
-         parts=("unbounded",), kind="proof"),
-    dict(id="eq4-in-practice",
-         asks="How large does the factor get on a real network's gradients?", fields=(),
-         parts=("in-practice",), kind="measurement"),
+    Question(id="eq4-unbounded",
+             asks="Does the Eq. 4 learning-rate factor grow without bound as a layer's gradient "
+                  "norm goes to zero?", fields=("referee_report.minor_comments[2]",),
+             parts=("unbounded",), kind="proof"),
+    Question(id="eq4-in-practice",
+             asks="How large does the factor get on a real network's gradients?", fields=(),
+             parts=("in-practice",), kind="measurement"),
 )
 
 PAPER_NUMBERS = (PaperNumber("layer-wise rate", "eta * (1 + log(1 + 1/||g_i||) * i/L)",

@@ -33,6 +33,7 @@ The declarations of the claim (literals only); its code is
 """
 from __future__ import annotations
 
+from audit.questions import Question
 from audit.claims import FLAYER, RECORDS, Arm, PaperNumber, RecordRef
 from audit.seeds import tuning_seeds
 from audit.tuning import Search
@@ -375,33 +376,33 @@ CLOSEST_NOT_BASE = "; the verdict itself is decided on the base setting"
 # --------------------------------------------------------------------------- questions
 #: the questions (``audit.questions.Question`` fields), built by the claim's code
 QUESTIONS = (
-    dict(id="zeroes-and-shrinks",
-         asks="Does the printed server step (Alg. 1 line 12, Eq. 9) set unselected "
-              "coordinates to zero and shrink partly selected ones?",
-         fields=("skeptic_critique.concrete_test", "referee_report.major_comments[0]"),
-         parts=("structural",), kind="proof"),
-    dict(id="accuracy-collapse",
-         asks="Run as printed, does the rule cost more accuracy than FLAYER's reported lead "
-              "over its baselines, against a working server rule?",
-         fields=("skeptic_critique.load_bearing_attack",), parts=("collapse",),
-         sweeps=True,
-         decides="the paper's own effect (FLAYER beats FedAvg) must first reproduce: "
-                 "the paper's setting (--scale paper: CIFAR-100, ResNet-18, 75 rounds; "
-                 "`audit estimate flayer-masked-zero --scale paper --device cuda "
-                 "--data-dir PATH` gives its device time)"),
-    dict(id="falsifier-carry-over",
-         asks="The reviewer's falsifier as written: does carrying over the previous global "
-              "values, instead of averaging in the zeros, recover more than FLAYER's "
-              "reported lead?", fields=("falsifier",), parts=("carry-over-vs-literal",),
-         decides="the paper's own effect (FLAYER beats FedAvg) must first reproduce"),
-    dict(id="head-size",
-         asks="Is the collapse comparison stable in the head size s of Eq. 2?",
-         fields=("referee_report.minor_comments[3]",), parts=("head-size",),
-         kind="measurement"),
-    dict(id="global-model",
-         asks="How far below a working rule does the printed rule leave the global model?",
-         fields=("skeptic_critique.concrete_test",), parts=("collapse-global",),
-         kind="measurement"),
+    Question(id="zeroes-and-shrinks",
+             asks="Does the printed server step (Alg. 1 line 12, Eq. 9) set unselected "
+                  "coordinates to zero and shrink partly selected ones?",
+             fields=("skeptic_critique.concrete_test", "referee_report.major_comments[0]"),
+             parts=("structural",), kind="proof"),
+    Question(id="accuracy-collapse",
+             asks="Run as printed, does the rule cost more accuracy than FLAYER's reported lead "
+                  "over its baselines, against a working server rule?",
+             fields=("skeptic_critique.load_bearing_attack",), parts=("collapse",),
+             sweeps=True,
+             decides="the paper's own effect (FLAYER beats FedAvg) must first reproduce: "
+                     "the paper's setting (--scale paper: CIFAR-100, ResNet-18, 75 rounds; "
+                     "`audit estimate flayer-masked-zero --scale paper --device cuda "
+                     "--data-dir PATH` gives its device time)"),
+    Question(id="falsifier-carry-over",
+             asks="The reviewer's falsifier as written: does carrying over the previous global "
+                  "values, instead of averaging in the zeros, recover more than FLAYER's "
+                  "reported lead?", fields=("falsifier",), parts=("carry-over-vs-literal",),
+             decides="the paper's own effect (FLAYER beats FedAvg) must first reproduce"),
+    Question(id="head-size",
+             asks="Is the collapse comparison stable in the head size s of Eq. 2?",
+             fields=("referee_report.minor_comments[3]",), parts=("head-size",),
+             kind="measurement"),
+    Question(id="global-model",
+             asks="How far below a working rule does the printed rule leave the global model?",
+             fields=("skeptic_critique.concrete_test",), parts=("collapse-global",),
+             kind="measurement"),
 )
 COMBINATION = ("collapse is INCONCLUSIVE where the premise (FLAYER beats FedAvg) is not "
                "reproduced; the global-model reading is a measurement, outside the single "

@@ -30,6 +30,7 @@ two). A gamma sweep (settings ``gamma=<fraction>``, top- and bottom-gamma on the
 """
 from __future__ import annotations
 
+from audit.questions import Question
 from audit.claims import GENEFL, RECORDS, Arm, PaperNumber, RecordRef
 from audit.tuning import Search, tuning_seeds
 
@@ -181,34 +182,34 @@ PREMISE_RULE = "three-way rule, A = top-gamma gene, B = no gene, margin 0, d = {
 
 #: the questions (``audit.questions.Question`` fields)
 QUESTIONS = (
-    dict(id="prose-inverted",
-         asks="Does a high Eq. 9 score mark the layers that moved least, the reverse of what "
-              "the prose says it measures?",
-         fields=("referee_report.major_comments[1]", "falsifier"), parts=("direction",),
-         kind="proof"),
-    dict(id="top-gamma-keeps-stable",
-         asks="On real client updates, does the printed top-gamma selection keep the most "
-              "stable (highest-cosine) layers?", fields=("referee_report.major_comments[1]",),
-         parts=("selection",)),
-    dict(id="selection-reversal",
-         asks="Does reversing the selection (bottom-gamma) match or beat the printed "
-              "top-gamma for agnostic clients (the reviewer's own accuracy test)?",
-         fields=("falsifier",), parts=("accuracy-top-vs-bottom",),
-         decides="the learnGene's own gain over no gene must reproduce first"),
-    dict(id="fair-reversal",
-         asks="Made fair (a bottom gene of top-gamma's size; a bottom gene without the "
-              "classifier trained on the known classes), does reversing the selection match "
-              "or beat top-gamma? Yes if it does under either control; no if top-gamma "
-              "beats both.",
-         fields=("referee_report.minor_comments[3]",),
-         parts=("fair-bytes", "fair-no-classifier"), how="any",
-         decides="the learnGene's own gain over no gene must reproduce first"),
-    dict(id="gamma-sweep",
-         asks="Does the reviewer's accuracy test (top- vs bottom-gamma) come out the same at "
-              "every gene size gamma of the sweep?",
-         fields=("referee_report.minor_comments[3]",), parts=("gamma-sweep",), sweeps=True,
-         decides="each gamma's own premise reproduced, with enough sweep seeds for the rule "
-                 "to decide"),
+    Question(id="prose-inverted",
+             asks="Does a high Eq. 9 score mark the layers that moved least, the reverse of what "
+                  "the prose says it measures?",
+             fields=("referee_report.major_comments[1]", "falsifier"), parts=("direction",),
+             kind="proof"),
+    Question(id="top-gamma-keeps-stable",
+             asks="On real client updates, does the printed top-gamma selection keep the most "
+                  "stable (highest-cosine) layers?", fields=("referee_report.major_comments[1]",),
+             parts=("selection",)),
+    Question(id="selection-reversal",
+             asks="Does reversing the selection (bottom-gamma) match or beat the printed "
+                  "top-gamma for agnostic clients (the reviewer's own accuracy test)?",
+             fields=("falsifier",), parts=("accuracy-top-vs-bottom",),
+             decides="the learnGene's own gain over no gene must reproduce first"),
+    Question(id="fair-reversal",
+             asks="Made fair (a bottom gene of top-gamma's size; a bottom gene without the "
+                  "classifier trained on the known classes), does reversing the selection match "
+                  "or beat top-gamma? Yes if it does under either control; no if top-gamma "
+                  "beats both.",
+             fields=("referee_report.minor_comments[3]",),
+             parts=("fair-bytes", "fair-no-classifier"), how="any",
+             decides="the learnGene's own gain over no gene must reproduce first"),
+    Question(id="gamma-sweep",
+             asks="Does the reviewer's accuracy test (top- vs bottom-gamma) come out the same at "
+                  "every gene size gamma of the sweep?",
+             fields=("referee_report.minor_comments[3]",), parts=("gamma-sweep",), sweeps=True,
+             decides="each gamma's own premise reproduced, with enough sweep seeds for the rule "
+                     "to decide"),
 )
 CAVEATS = {"gamma-sweep": "gamma only: the clustering's SVD dimension, which the same record "
                           "item names, is not swept"}

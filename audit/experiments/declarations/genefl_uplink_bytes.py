@@ -27,6 +27,7 @@ Sizes in "MB" are MiB (2**20 bytes): that is the unit in which the ResNet-18 giv
 """
 from __future__ import annotations
 
+from audit.questions import Question
 from audit.claims import GENEFL, RECORDS, Arm, PaperNumber, RecordRef
 
 CLAIM_ID = "genefl-uplink-bytes"
@@ -130,19 +131,19 @@ RULE_FORMULA = (
 
 #: the questions (``audit.questions.Question`` fields)
 QUESTIONS = (
-    dict(id="bidirectional-saving",
-         asks="Counting the cluster model sent down every round as well as the uploads, is "
-              "the saving far below the claimed 4x?",
-         fields=("skeptic_critique.concrete_test", "skeptic_critique.load_bearing_attack",
-                 "referee_report.major_comments[0]"), parts=("bidirectional",), kind="proof"),
-    dict(id="once-per-client",
-         asks="If each client received the cluster model only once, from how many distinct "
-              "participants would the saving fall below 4x?", fields=(),
-         parts=("once-per-client",), kind="measurement"),
-    dict(id="comm-formula",
-         asks="Does the printed Comm formula (R x B x |W| x 2) fail to give the tables' "
-              "totals?", fields=("referee_report.major_comments[2]",), parts=("formula",),
-         kind="proof"),
+    Question(id="bidirectional-saving",
+             asks="Counting the cluster model sent down every round as well as the uploads, is "
+                  "the saving far below the claimed 4x?",
+             fields=("skeptic_critique.concrete_test", "skeptic_critique.load_bearing_attack",
+                     "referee_report.major_comments[0]"), parts=("bidirectional",), kind="proof"),
+    Question(id="once-per-client",
+             asks="If each client received the cluster model only once, from how many distinct "
+                  "participants would the saving fall below 4x?", fields=(),
+             parts=("once-per-client",), kind="measurement"),
+    Question(id="comm-formula",
+             asks="Does the printed Comm formula (R x B x |W| x 2) fail to give the tables' "
+                  "totals?", fields=("referee_report.major_comments[2]",), parts=("formula",),
+             kind="proof"),
 )
 
 PAPER_NUMBERS = (

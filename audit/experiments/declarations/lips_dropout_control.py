@@ -43,6 +43,7 @@ scale (60 rounds) the 90 % cut was not re-calibrated.
 """
 from __future__ import annotations
 
+from audit.questions import Question
 from audit.claims import LIPS, RECORDS, Arm, PaperNumber, RecordRef
 from audit.seeds import tuning_seeds
 from audit.tuning import Search
@@ -306,46 +307,46 @@ PREMISE_NEEDS = ("LIPS's own gain over FedBN must reproduce first: the paper's s
 #: The questions: (id, what it asks, the record fields it answers, the parts that decide
 #: it, options of audit.questions.Question).
 QUESTIONS = (
-    ("regularisation-matches",
-     "Does generic regularisation of the middle layers (dropout, weight decay or "
-     "noise, tuned on validation data) match or beat LIPS?",
-     ("skeptic_critique.concrete_test", "skeptic_critique.load_bearing_attack",
-      "falsifier", "referee_report.major_comments[1]"),
-     ("regularisation-controls",), {"decides": PREMISE_NEEDS}),
-    ("layer-targeting",
-     "Does pruning every weight layer match pruning only the middle ones?",
-     ("referee_report.major_comments[4]",), ("layer-targeting",),
-     {"decides": PREMISE_NEEDS}),
-    ("random-mask",
-     "Do random masks of the same size match or beat the sensitivity masks?",
-     ("referee_report.major_comments[0]",), ("random-mask",),
-     {"decides": PREMISE_NEEDS}),
-    ("selection-optimism",
-     "How much does choosing (tau0, k) on the test set flatter LIPS?",
-     ("referee_report.major_comments[2]",), ("selection-optimism",),
-     {"kind": "measurement"}),
-    ("middle-cosine",
-     "How far does each arm move the middle layers off their inertia (cosine to "
-     "round 2)?", (), ("middle-cosine",), {"kind": "measurement"}),
+    Question("regularisation-matches",
+             "Does generic regularisation of the middle layers (dropout, weight decay or "
+             "noise, tuned on validation data) match or beat LIPS?",
+             ("skeptic_critique.concrete_test", "skeptic_critique.load_bearing_attack",
+              "falsifier", "referee_report.major_comments[1]"),
+             ("regularisation-controls",), decides=PREMISE_NEEDS),
+    Question("layer-targeting",
+             "Does pruning every weight layer match pruning only the middle ones?",
+             ("referee_report.major_comments[4]",), ("layer-targeting",),
+             decides=PREMISE_NEEDS),
+    Question("random-mask",
+             "Do random masks of the same size match or beat the sensitivity masks?",
+             ("referee_report.major_comments[0]",), ("random-mask",),
+             decides=PREMISE_NEEDS),
+    Question("selection-optimism",
+             "How much does choosing (tau0, k) on the test set flatter LIPS?",
+             ("referee_report.major_comments[2]",), ("selection-optimism",),
+             kind="measurement"),
+    Question("middle-cosine",
+             "How far does each arm move the middle layers off their inertia (cosine to "
+             "round 2)?", (), ("middle-cosine",), kind="measurement"),
     # the reviewer's concrete test names two criteria; regularisation-matches keeps the
     # accuracy-only reading (unchanged), this question asks for both at once, so a
     # reader sees each reading with its own verdict
-    ("regularisation-matches-both",
-     "Does some regularisation control match LIPS on accuracy AND on the "
-     "middle-layer cosine, as the reviewer's test asks?",
-     ("skeptic_critique.concrete_test",), ("controls-match-both",),
-     {"decides": PREMISE_NEEDS}),
-    ("overfitting",
-     "How large is the train-test accuracy gap of every arm, round by round?",
-     ("referee_report.major_comments[3]",), ("overfitting",), {"kind": "measurement"}),
-    ("overfitting-reduced",
-     "Does LIPS narrow the train-test gap against FedBN, as its overfitting "
-     "story implies?", ("referee_report.major_comments[3]",),
-     ("overfitting-reduced",), {"decides": PREMISE_NEEDS}),
-    ("best-round",
-     "How much higher is the best round's accuracy than the last round's, and "
-     "does LIPS's comparison with FedBN change sign between the two readings?",
-     ("referee_report.major_comments[2]",), ("best-round",), {"kind": "measurement"}),
+    Question("regularisation-matches-both",
+             "Does some regularisation control match LIPS on accuracy AND on the "
+             "middle-layer cosine, as the reviewer's test asks?",
+             ("skeptic_critique.concrete_test",), ("controls-match-both",),
+             decides=PREMISE_NEEDS),
+    Question("overfitting",
+             "How large is the train-test accuracy gap of every arm, round by round?",
+             ("referee_report.major_comments[3]",), ("overfitting",), kind="measurement"),
+    Question("overfitting-reduced",
+             "Does LIPS narrow the train-test gap against FedBN, as its overfitting "
+             "story implies?", ("referee_report.major_comments[3]",),
+             ("overfitting-reduced",), decides=PREMISE_NEEDS),
+    Question("best-round",
+             "How much higher is the best round's accuracy than the last round's, and "
+             "does LIPS's comparison with FedBN change sign between the two readings?",
+             ("referee_report.major_comments[2]",), ("best-round",), kind="measurement"),
 )
 
 #: How the questions combine: the parts explaining LIPS's gain wait for the premise.
