@@ -284,6 +284,9 @@ class Claim:
     default_seeds: tuple[int, ...] = tuple(range(10))
     # audit.tuning.Search records: how each scale's settings were chosen (on tuning seeds)
     searches: tuple = ()
+    # audit.tuning.RegimeMap: declared searches for where the paper's own effect appears
+    # (run by `audit regime ID`, on tuning seeds, printed in the report)
+    regime_maps: tuple = ()
     # the result keys that read validation data only, the metrics `audit tune` may read;
     # None: not declared (a key named like a test-set metric is still refused); ():
     # the claim's runs read no validation data, so every pilot needs --allow-test-metric

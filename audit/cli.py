@@ -255,6 +255,23 @@ def _parser() -> argparse.ArgumentParser:
     tu.add_argument("--cache-dir", type=Path, default=None)
     tu.add_argument("--json", action="store_true", help="print the rows as JSON")
 
+    rg = sub.add_parser("regime", help="run a claim's declared regime map(s) on tuning "
+                        "seeds: where the paper's own effect appears (written beside its "
+                        "report and printed in it)")
+    rg.add_argument("id", metavar="ID", help="the claim")
+    rg.add_argument("--scale", default="smoke", choices=SCALES)
+    rg.add_argument("--out", type=Path, default=DEFAULT_OUT,
+                    help="the report folder of that scale (writes OUT/ID/regime.json and "
+                         "regime.png, and re-renders OUT/ID.md when it exists)")
+    rg.add_argument("--device", default="cpu")
+    rg.add_argument("--data-dir", default=None)
+    rg.add_argument("--cache-dir", type=Path, default=None)
+    rg.add_argument("--backend", default=os.environ.get("AUDIT_BACKEND") or "auto",
+                    choices=("auto", "pool", "local", "ray"))
+    rg.add_argument("--workers", type=_positive_int, default=None)
+    rg.add_argument("--dry-run", action="store_true",
+                    help="print the declared maps and their budgets; run nothing")
+
     nw = sub.add_parser("new", help="write a new claim (module, falsifier, package files) "
                         "that runs at smoke scale at once")
     nw.add_argument("claim_id", metavar="CLAIM_ID", help="e.g. mypaper-server-step")
@@ -697,6 +714,55 @@ def cmd_tune(args) -> int:
     return 0
 
 
+def cmd_regime(args) -> int:
+    from audit import regime, report
+
+    claim = claims_mod.get(args.id)
+    maps = [m for m in claim.regime_maps if m.scale == args.scale]
+    if not maps:
+        declared = sorted({m.scale for m in claim.regime_maps})
+        raise AuditError(f"claim {claim.id!r} declares no regime map at {args.scale!r} "
+                         f"scale" + (f" (it has: {', '.join(declared)})" if declared else ""))
+    for m in maps:
+        print(f"{claim.id} at {m.scale}: {m.cells()} cells x {m.seeds} tuning seeds"
+              + (f" (+{m.refine_seeds} for the best {m.refine})" if m.refine else "")
+              + f", effect {m.effect[0]} - {m.effect[1]} on {m.metric}; budget "
+              f"{m.budget_units()} runs, about {m.budget_s:.0f} s of one core")
+    if args.dry_run:
+        return 0
+    check_device(args.device)
+    args.out.mkdir(parents=True, exist_ok=True)
+    safeio.check_output_folder(args.out)
+    report.check_writable(args.out)
+    existing = report.load(args.out, claim.id)  # read before anything is written
+    from audit.pool import choose_backend
+
+    backend = choose_backend(args.backend, device=args.device, workers=args.workers)
+    cache = Cache(args.cache_dir or Cache.default_root())
+    try:
+        done = [regime.run(claim, m, cache=cache, backend=backend, device=args.device,
+                           data_dir=args.data_dir,
+                           progress=lambda t: print(t, file=sys.stderr, flush=True))
+                for m in maps]
+    finally:
+        close = getattr(backend, "close", None)
+        if close is not None:
+            close()
+    others = [m for m in regime.read(args.out, claim.id) or []
+              if m["declared"].get("scale") != args.scale]
+    path = regime.write(args.out, claim.id, others + done)
+    print(f"wrote {path}")
+    for m in done:
+        ch = m["chosen"]
+        print("  chosen: " + ("none (no cell shows the effect)" if ch is None else
+                              json.dumps(m["cells"][ch]["labels"])))
+    if existing is not None:
+        report.write_data(existing, args.out, source=str(args.out / f"{claim.id}.json"))
+        print(f"re-rendered {args.out / (claim.id + '.md')}")
+    safeio.mark_output_folder(args.out)
+    return 0
+
+
 def cmd_new(args) -> int:
     from audit import scaffold
 
@@ -730,7 +796,7 @@ def _one_line_warnings(show):
 COMMANDS = {"list": cmd_list, "run": cmd_run, "verify": cmd_verify, "report": cmd_report,
             "lock": cmd_lock,
             "bench": cmd_bench, "estimate": cmd_estimate, "review": cmd_review,
-            "new": cmd_new, "tune": cmd_tune}
+            "new": cmd_new, "tune": cmd_tune, "regime": cmd_regime}
 
 
 def _tolerant_streams() -> None:

@@ -428,6 +428,14 @@ def render_markdown(data: Mapping, figure_dir: str | None = None) -> str:
     else:
         lines += ["No search over settings is recorded for this scale: its settings are "
                   "the stated choices in the claim's code (see the config below).", ""]
+    maps = data.get("regime_maps")
+    if maps:
+        from audit import regime
+
+        problem = regime.shape_problem({"schema": regime.SCHEMA, "id": data["id"],
+                                        "maps": maps}, data["id"])
+        lines += ([f"(An unreadable regime map: {problem}.)", ""] if problem else
+                  regime.markdown(maps, f"{figure_dir or data['id']}/{regime.FIGURE}"))
     lines += ["## Decision rules (fixed in code before the run)", ""]
     for p in data["parts"]:
         lines += [f"- **{p['id']}**: {p['rule']}"]
@@ -637,6 +645,12 @@ def write_data(data: Mapping, out_dir: Path, source: str | None = None) -> None:
     cid = safeio.check_name(data.get("id"), "id", where)
     json_path = safeio.inside(out_dir, out_dir / f"{cid}.json")
     md_path = safeio.inside(out_dir, out_dir / f"{cid}.md")
+    from audit import regime
+
+    maps = regime.read(out_dir, cid)  # the map run for this claim into this folder
+    maps = [m for m in maps or [] if m["declared"].get("scale") == data.get("scale")]
+    if maps:
+        data = {**data, "regime_maps": maps}
     try:
         data = strict_json(data)
         text = json.dumps(data, indent=2, allow_nan=False) + "\n"

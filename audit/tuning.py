@@ -70,6 +70,121 @@ class Search:
                 f"Tried:{tried}\n  - chosen: {self.chosen}. Why: {self.why}")
 
 
+# ------------------------------------------------------------------------ regime maps
+@dataclass(frozen=True)
+class Setting:
+    """One value of a regime map's axis that sets several config keys at once (a model and
+    its options, say): ``label`` names it in the map, ``overrides`` are the config values."""
+
+    label: str
+    overrides: Mapping
+
+    def to_dict(self) -> dict:
+        return {"label": self.label, "overrides": dict(self.overrides)}
+
+
+MAP_LEVELS = (0.8, 0.9, 0.95)  # the interval levels a map's screen may use
+
+
+@dataclass(frozen=True)
+class RegimeMap:
+    """A declared search for where the paper's own effect appears (issue #30), run by
+    ``audit regime ID`` on tuning seeds only, and printed in the report as a table and a
+    figure: the "regime map". Declared (and its budget stated) before it runs.
+
+    - ``axes``: config key -> the values tried (plain config values, or :class:`Setting`
+      for a value that sets several keys); every combination is a cell.
+    - ``effect``: ``(A, B)`` groups (an arm, or ``arm/setting`` where an arm has several
+      settings a seed): the paired per-seed ``metric`` difference A - B, positive where
+      the paper's own effect appears (so for a loss or a perplexity A is the baseline).
+    - ``metric``: a validation metric of the claim (``Claim.validation_metrics``); a map
+      never reads the test data the verdict reads.
+    - ``seeds``: tuning seeds a cell; then the ``refine`` cells with the highest lower
+      bound get ``refine_seeds`` more (successive halving's second rung).
+    - ``fixed``: overrides held in every cell (a validation split carved out of training
+      data, say: the map's runs then train on slightly less data than the verdict's).
+    - ``budget_s``: the CPU seconds (one core) the map was expected to take, stated
+      before it ran; the report prints it beside what it took.
+    - ``scale_by``: a factor for display (100: accuracy in points).
+    - ``level``: the two-sided level of each cell's Student-t interval.
+    - ``verdict_setting``: what the verdict run at this scale uses, in words, and
+      ``chosen_note`` why (filled in after the map ran, before any verdict seed ran).
+    """
+
+    scale: str
+    axes: Mapping[str, tuple]
+    effect: tuple[str, str]
+    metric: str
+    effect_text: str
+    seeds: int = 3
+    refine: int = 0
+    refine_seeds: int = 0
+    fixed: Mapping = None  # type: ignore[assignment]
+    budget_s: float = 0.0
+    scale_by: float = 1.0
+    unit: str = ""
+    level: float = 0.9
+    why: str = ""
+    verdict_setting: str = ""
+    chosen_note: str = ""
+
+    def __post_init__(self):
+        if self.fixed is None:
+            object.__setattr__(self, "fixed", {})
+        if len(self.effect) != 2 or not all(isinstance(g, str) and g for g in self.effect):
+            raise AuditError(f"regime map at {self.scale}: effect must be two groups (A, B)")
+        if not self.axes or any(not isinstance(v, tuple) or not v for v in self.axes.values()):
+            raise AuditError(f"regime map at {self.scale}: every axis needs a tuple of values")
+        if self.seeds < 2 or self.refine < 0 or self.refine_seeds < 0:
+            raise AuditError(f"regime map at {self.scale}: at least 2 seeds a cell, and no "
+                             f"negative refinement")
+        if self.level not in MAP_LEVELS:
+            raise AuditError(f"regime map at {self.scale}: level must be one of {MAP_LEVELS}")
+        if self.cells() > MAX_GRID_POINTS:
+            raise AuditError(f"regime map at {self.scale}: more than {MAX_GRID_POINTS} cells")
+        if self.seeds + self.refine_seeds > MAX_PILOT_SEEDS:
+            raise AuditError(f"regime map at {self.scale}: at most {MAX_PILOT_SEEDS} tuning "
+                             f"seeds a cell")
+
+    def cells(self) -> int:
+        n = 1
+        for values in self.axes.values():
+            n *= len(values)
+        return n
+
+    def budget_units(self) -> int:
+        """Runs the map makes at most: two groups, every cell, plus the refinement."""
+        return 2 * (self.cells() * self.seeds + min(self.refine, self.cells())
+                    * self.refine_seeds)
+
+    def points(self) -> list[tuple[dict, dict]]:
+        """Every cell as (labels: axis -> label, overrides), the first axis slowest."""
+        out = []
+        for point in grid_points(dict(self.axes)):
+            labels, over = {}, dict(self.fixed)
+            for key, value in point.items():
+                if isinstance(value, Setting):
+                    labels[key] = value.label
+                    over.update(value.overrides)
+                else:
+                    labels[key] = value if isinstance(value, (int, float, str)) else str(value)
+                    over[key] = value
+            out.append((labels, over))
+        return out
+
+    def to_dict(self) -> dict:
+        return {"scale": self.scale,
+                "axes": {k: [v.to_dict() if isinstance(v, Setting) else v for v in vs]
+                         for k, vs in self.axes.items()},
+                "effect": list(self.effect), "metric": self.metric,
+                "effect_text": self.effect_text, "seeds": self.seeds, "refine": self.refine,
+                "refine_seeds": self.refine_seeds, "fixed": dict(self.fixed),
+                "budget_s": self.budget_s, "budget_units": self.budget_units(),
+                "scale_by": self.scale_by, "unit": self.unit, "level": self.level,
+                "why": self.why, "verdict_setting": self.verdict_setting,
+                "chosen_note": self.chosen_note}
+
+
 # ------------------------------------------------------------------------------ pilots
 def grid_points(grid: Mapping[str, Sequence]) -> list[dict]:
     """Every combination of a grid ``{key: [v1, v2, ...]}``, in the grid's order (the

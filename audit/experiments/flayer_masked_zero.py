@@ -693,6 +693,7 @@ CLAIM = Claim(
     stochastic=True,
     default_seeds=D.DEFAULT_SEEDS,
     validation_metrics=D.VALIDATION_METRICS,
+    regime_maps=D.REGIME_MAPS,
     scales=SCALES,
     run=run,
     analyse=analyse,

@@ -1,0 +1,457 @@
+"""Regime maps: where does the paper's own effect appear, before it is judged?
+
+A claim whose premise (the paper's own effect) does not reproduce at a scale cannot judge
+the reviewer's explanation of it: the gated questions stay INCONCLUSIVE. Before that is
+reported as a limit, the claim declares an :class:`audit.tuning.RegimeMap` (the knobs
+where the effect plausibly turns, a validation metric, tuning seeds, a budget) and
+``audit regime ID --scale S`` runs it here:
+
+1. every cell (one combination of the axes) runs the two groups of the effect on the
+   first ``seeds`` tuning seeds (1000, 1001, ...; never a verdict seed), through the run
+   cache and the process pool like any run;
+2. the ``refine`` cells with the highest lower bound get ``refine_seeds`` more seeds
+   (the second rung of successive halving: the screen spends its seeds where a choice
+   is likely);
+3. each cell's paired per-seed difference A - B gets a two-sided Student-t interval at
+   the map's level; the cell **shows** the effect when the interval lies above 0,
+   **reverses** it when it lies below, and is **unclear** otherwise (:func:`cell_status`);
+4. the chosen cell is the showing cell with the highest lower bound; none when no cell
+   shows it (:func:`choose`). A screen on three seeds picks the best of many cells, so
+   its numbers are optimistic: the verdict runs on fresh seeds, and that run (not the
+   map) says whether the effect is there.
+
+The map is written to ``OUT/<id>/regime.json`` and ``regime.png``; the claim's report at
+that folder prints it ("Where the paper's own effect appears"). The file is read back
+like any report, as hostile input (:func:`read`).
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import time
+from pathlib import Path
+from typing import Any, Callable, Mapping, Sequence
+
+import numpy as np
+
+from audit import safeio
+from audit.claims import Claim
+from audit.errors import AuditError
+from audit.tuning import RegimeMap, test_metric_problem, tuning_seeds
+
+SCHEMA = "audit-regime-map/1"
+FILE = "regime.json"
+FIGURE = "regime.png"
+STATUSES = ("shows", "reverses", "unclear")
+
+RULE = ("A cell **shows** the paper's effect when the two-sided {level:.0%} Student-t "
+        "interval of the paired per-seed difference A - B ({a} - {b}, {metric}, validation "
+        "data) lies above 0, **reverses** it when the interval lies below 0, and is "
+        "**unclear** otherwise. The chosen cell is the showing cell with the highest lower "
+        "bound; when no cell shows the effect, none is chosen and the scale keeps its "
+        "stated setting. A screen on few tuning seeds picks the best of many cells, so its "
+        "numbers are optimistic; the verdict is read on fresh verdict seeds.")
+
+
+def cell_stats(diffs: Sequence[float], level: float) -> dict:
+    """Mean, SD, n and the two-sided Student-t interval of the paired differences, and
+    the cell's status (:func:`cell_status`)."""
+    from scipy import stats
+
+    d = np.asarray(diffs, dtype=float)
+    n = len(d)
+    mean = float(d.mean()) if n else float("nan")
+    sd = float(d.std(ddof=1)) if n > 1 else float("nan")
+    if n > 1 and sd > 0:
+        half = float(stats.t.ppf(0.5 + level / 2, n - 1)) * sd / math.sqrt(n)
+        low, high = mean - half, mean + half
+    elif n > 1:  # every seed the same difference: the interval is that point
+        low = high = mean
+    else:
+        low = high = float("nan")
+    return {"mean": mean, "sd": sd, "n": n, "low": low, "high": high,
+            "status": cell_status(low, high)}
+
+
+def cell_status(low: float, high: float) -> str:
+    if not (math.isfinite(low) and math.isfinite(high)):
+        return "unclear"
+    if low > 0:
+        return "shows"
+    if high < 0:
+        return "reverses"
+    return "unclear"
+
+
+def choose(cells: Sequence[Mapping]) -> int | None:
+    """The index of the showing cell with the highest lower bound (the first on a tie),
+    or None when no cell shows the effect."""
+    best = None
+    for i, c in enumerate(cells):
+        if c["stats"]["status"] == "shows" and (
+                best is None or c["stats"]["low"] > cells[best]["stats"]["low"]):
+            best = i
+    return best
+
+
+def _group(spec) -> str:
+    return spec.arm if not spec.setting else f"{spec.arm}/{spec.setting}"
+
+
+def _effect_specs(specs, effect: Sequence[str], claim_id: str) -> list:
+    """The units of the two groups only: ``arm/setting`` (or an arm's base units, with no
+    setting) where such units exist, else every unit of the arm (one setting a seed)."""
+    out = []
+    for g in effect:
+        exact = [s for s in specs if _group(s) == g]
+        if not exact:
+            exact = [s for s in specs if s.arm == g]
+            if len({s.setting for s in exact}) > 1:
+                raise AuditError(f"{claim_id}: arm {g!r} has settings "
+                                 f"{', '.join(sorted({str(s.setting) for s in exact}))} "
+                                 f"a seed; name one as {g}/SETTING")
+        out += [s for s in exact if s not in out]
+    if not out:
+        raise AuditError(f"{claim_id}: no units of {' or '.join(effect)}")
+    return out
+
+
+def _values(results: Mapping, group: str, metric: str, claim_id: str) -> dict[int, float]:
+    """seed -> metric of ``group``: an ``arm/setting`` name, or an arm with one setting a
+    seed (a map whose cells set an arm's only candidate)."""
+    exact = {s.seed: r for s, r in results.items() if _group(s) == group}
+    if not exact:
+        by_arm = [(s, r) for s, r in results.items() if s.arm == group]
+        settings = {s.setting for s, _ in by_arm}
+        if len(settings) > 1:
+            raise AuditError(f"{claim_id}: arm {group!r} has settings "
+                             f"{', '.join(sorted(map(str, settings)))} a seed; name one as "
+                             f"{group}/SETTING")
+        exact = {s.seed: r for s, r in by_arm}
+    out = {}
+    for seed, r in exact.items():
+        v = r.get(metric)
+        if isinstance(v, bool) or not isinstance(v, (int, float)):
+            raise AuditError(f"{claim_id}: unit {group} seed {seed} has no number "
+                             f"{metric!r}; keys: {', '.join(sorted(r))}")
+        out[seed] = float(v)
+    return out
+
+
+def _check(claim: Claim, rmap: RegimeMap) -> None:
+    if not getattr(claim, "stochastic", False):
+        raise AuditError(f"claim {claim.id!r} is exact: there is no effect to map over seeds")
+    problem = test_metric_problem(claim, rmap.metric)
+    if problem:  # a map never reads the test data the verdict reads: no override
+        raise AuditError(f"regime map of {claim.id!r} at {rmap.scale}: {problem}")
+    arms = {a.name for a in claim.arms}
+    for g in rmap.effect:
+        if g.split("/", 1)[0] not in arms:
+            raise AuditError(f"regime map of {claim.id!r}: {g!r} is not an arm "
+                             f"({', '.join(sorted(arms))})")
+
+
+def run(claim: Claim, rmap: RegimeMap, *, cache, backend, device: str = "cpu",
+        data_dir: str | None = None, progress: Callable[[str], None] | None = None) -> dict:
+    """Run one declared map and return it as a JSON-able dict (see the module doc)."""
+    from audit.keys import data_identity
+    from audit.runner import checked_result, environment, make_context
+
+    _check(claim, rmap)
+    points = rmap.points()
+    # every cell's config is checked (like --set) before the first unit runs
+    for _labels, over in points:
+        make_context(claim, rmap.scale, seeds=list(tuning_seeds(2)), device=device,
+                     data_dir=data_dir, overrides=over)
+    t0 = time.perf_counter()
+    counts = {"computed": 0, "cached": 0}
+    done = [0]
+
+    def measure(over: Mapping, seeds: Sequence[int]) -> dict[str, dict[int, float]]:
+        ctx = make_context(claim, rmap.scale, seeds=list(seeds), device=device,
+                           data_dir=data_dir, overrides=over)
+        if cache.enabled and ctx.checkpoint_dir is None:
+            ctx = dataclasses.replace(ctx, checkpoint_dir=str(cache.root / "checkpoints"))
+        version, data = ctx.cache_version(), data_identity(ctx)
+        specs = _effect_specs(claim.unit_specs(ctx), rmap.effect, claim.id)
+        results, todo = {}, {}
+        for spec in specs:
+            material = cache.key_material(claim.id, spec, ctx, version, data)
+            hit = cache.load(material)
+            if hit is None:
+                todo[spec] = material
+            else:
+                results[spec] = hit
+        counts["cached"] += len(results)
+        for spec, result in backend.imap(claim, ctx, list(todo)):
+            result = checked_result(claim, spec, result)
+            cache.store(todo[spec], result)  # nothing lost when the map is interrupted
+            results[spec] = result
+            counts["computed"] += 1
+            done[0] += 1
+            if progress is not None:
+                progress(f"regime map {claim.id} ({rmap.scale}): {done[0]} runs computed, "
+                         f"cell {dict(over)}")
+        return {g: _values(results, g, rmap.metric, claim.id) for g in rmap.effect}
+
+    def summarise(vals: Mapping[str, Mapping[int, float]]) -> dict:
+        a, b = (vals[g] for g in rmap.effect)
+        seeds = sorted(set(a) & set(b))
+        diffs = [rmap.scale_by * (a[s] - b[s]) for s in seeds]
+        return {"seeds": seeds, "a": [rmap.scale_by * a[s] for s in seeds],
+                "b": [rmap.scale_by * b[s] for s in seeds], "diff": diffs,
+                "stats": cell_stats(diffs, rmap.level)}
+
+    first = tuning_seeds(rmap.seeds)
+    cells, raw = [], []
+    for labels, over in points:
+        vals = measure(over, first)
+        raw.append(vals)
+        cells.append({"labels": labels, "overrides": over, **summarise(vals)})
+    if rmap.refine and rmap.refine_seeds:
+        order = sorted(range(len(cells)), key=lambda i: -_low(cells[i]))[:rmap.refine]
+        more = tuning_seeds(rmap.seeds + rmap.refine_seeds)[rmap.seeds:]
+        for i in order:
+            vals = measure(cells[i]["overrides"], more)
+            merged = {g: {**raw[i][g], **vals[g]} for g in rmap.effect}
+            cells[i] = {**cells[i], **summarise(merged), "refined": True}
+    chosen = choose(cells)
+    env = environment(device)
+    return {"declared": rmap.to_dict(), "cells": cells, "chosen": chosen,
+            "rule": RULE.format(level=rmap.level, a=rmap.effect[0], b=rmap.effect[1],
+                                metric=rmap.metric),
+            "spent": {"wall_s": round(time.perf_counter() - t0, 1), **counts},
+            "environment": {k: env.get(k) for k in ("commit", "torch", "device", "date",
+                                                    "code_version")}}
+
+
+def _low(cell: Mapping) -> float:
+    low = cell["stats"]["low"]
+    return low if math.isfinite(low) else -math.inf
+
+
+# ---------------------------------------------------------------------- the file
+def write(out_dir: Path, claim_id: str, maps: Sequence[Mapping]) -> Path:
+    """``OUT/<id>/regime.json`` (and ``regime.png``), replaced atomically."""
+    out_dir = Path(out_dir)
+    cid = safeio.check_name(claim_id, "id", "regime map")
+    folder = safeio.make_dir(out_dir, out_dir / cid)
+    doc = {"schema": SCHEMA, "id": cid, "maps": list(maps)}
+    text = json.dumps(_finite(doc), indent=2, allow_nan=False) + "\n"
+    png = figure(doc)
+    path = safeio.inside(out_dir, folder / FILE)
+    if png is not None:
+        safeio.atomic_write(safeio.inside(out_dir, folder / FIGURE), png)
+    safeio.atomic_write(path, text)
+    return path
+
+
+def _finite(obj: Any) -> Any:
+    if isinstance(obj, float) and not math.isfinite(obj):
+        return None
+    if isinstance(obj, dict):
+        return {k: _finite(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_finite(v) for v in obj]
+    return obj
+
+
+def read(out_dir: Path, claim_id: str) -> list[dict] | None:
+    """The maps stored for ``claim_id`` in ``out_dir`` (None when there is no file); a file
+    that is not a map of that claim is one AuditError naming it."""
+    path = Path(out_dir) / claim_id / FILE
+    if not path.exists():
+        return None
+    doc = safeio.read_json(path, "regime map")
+    problem = shape_problem(doc, claim_id)
+    if problem:
+        raise AuditError(f"regime map {path}: {problem}")
+    return doc["maps"]
+
+
+def _num(x: Any) -> bool:
+    return x is None or (isinstance(x, (int, float)) and not isinstance(x, bool))
+
+
+def shape_problem(doc: Any, claim_id: str) -> str | None:
+    """Why ``doc`` is not a regime-map file of ``claim_id`` (None when it is one)."""
+    if not isinstance(doc, dict) or doc.get("schema") != SCHEMA:
+        return f"not a regime-map file (schema {SCHEMA})"
+    if doc.get("id") != claim_id:
+        return f"it is for {doc.get('id')!r}, not {claim_id!r}"
+    maps = doc.get("maps")
+    if not isinstance(maps, list) or not maps:
+        return "no maps"
+    for m in maps:
+        if not isinstance(m, dict) or not isinstance(m.get("declared"), dict):
+            return "a map without its declaration"
+        d = m["declared"]
+        if not isinstance(d.get("axes"), dict) or not isinstance(d.get("effect"), list) \
+                or len(d["effect"]) != 2:
+            return "a declaration without axes or effect"
+        cells = m.get("cells")
+        if not isinstance(cells, list) or not cells:
+            return "a map without cells"
+        for c in cells:
+            st = c.get("stats") if isinstance(c, dict) else None
+            if not isinstance(st, dict) or st.get("status") not in STATUSES or \
+                    not all(_num(st.get(k)) for k in ("mean", "sd", "n", "low", "high")) \
+                    or not isinstance(c.get("labels"), dict):
+                return "a cell without labels, statistics or a known status"
+        ch = m.get("chosen")
+        if ch is not None and (not isinstance(ch, int) or isinstance(ch, bool)
+                               or not 0 <= ch < len(cells)):
+            return "a chosen cell that is not one of its cells"
+    return None
+
+
+# ---------------------------------------------------------------------- presentation
+def _f(x: Any, digits: int = 3) -> str:
+    if x is None or (isinstance(x, float) and not math.isfinite(x)):
+        return "—"
+    return f"{x:+.{digits}g}" if isinstance(x, float) else str(x)
+
+
+def markdown(maps: Sequence[Mapping], figure_link: str | None = None) -> list[str]:
+    """The report's section on the maps (every string made inert by the caller)."""
+    lines = ["## Where the paper's own effect appears (regime map)", ""]
+    for m in maps:
+        d = m["declared"]
+        a, b = d["effect"]
+        cells = m["cells"]
+        spent = m.get("spent", {})
+        env = m.get("environment", {})
+        shows = sum(c["stats"]["status"] == "shows" for c in cells)
+        axes = ", ".join(f"`{k}` ({len(v)})" for k, v in d["axes"].items())
+        lines += [f"**{d.get('effect_text', '')}** Scale `{d.get('scale')}`; axes {axes}: "
+                  f"{len(cells)} cells x {d.get('seeds')} tuning seeds"
+                  + (f", the best {d.get('refine')} cells then {d.get('refine_seeds')} more "
+                     f"seeds" if d.get("refine") else "")
+                  + f"; held fixed: `{json.dumps(d.get('fixed', {}), sort_keys=True)}`. "
+                  f"Budget stated before it ran: {d.get('budget_units')} runs, about "
+                  f"{_secs(d.get('budget_s'))} of one core; it took {spent.get('computed', '?')}"
+                  f" runs computed ({spent.get('cached', 0)} from cache) in "
+                  f"{_secs(spent.get('wall_s'))} (commit `{env.get('commit')}`).", ""]
+        if d.get("why"):
+            lines += [f"Why these knobs: {d['why']}", ""]
+        lines += [f"Rule: {m.get('rule', '')}", ""]
+        keys = list(d["axes"])
+        unit = f" ({d['unit']})" if d.get("unit") else ""
+        lines += ["| " + " | ".join(keys + [f"{a}{unit}", f"{b}{unit}", f"{a} - {b}",
+                                            f"{d.get('level', 0.9):.0%} CI", "seeds",
+                                            "effect"]) + " |",
+                  "|" + "---|" * (len(keys) + 6)]
+        for i, c in enumerate(cells):
+            st = c["stats"]
+            mark = " **(chosen)**" if m.get("chosen") == i else ""
+            lines += ["| " + " | ".join(
+                [str(c["labels"].get(k)) for k in keys]
+                + [_f(_mean(c.get("a"))).lstrip("+"), _f(_mean(c.get("b"))).lstrip("+"),
+                   _f(st["mean"]), f"[{_f(st['low'])}, {_f(st['high'])}]", str(st["n"]),
+                   st["status"] + mark]) + " |"]
+        lines += [""]
+        if m.get("chosen") is None:
+            lines += [f"**No cell shows the paper's effect** ({shows} of {len(cells)} within "
+                      f"this budget): no setting is chosen by this map, the scale keeps its "
+                      f"stated one, and the questions the premise gates stay INCONCLUSIVE "
+                      f"for want of the effect they would explain."]
+        else:
+            c = cells[m["chosen"]]
+            lines += [f"{shows} of {len(cells)} cells show the effect; the chosen cell is "
+                      + ", ".join(f"`{k}` = {c['labels'].get(k)}" for k in keys)
+                      + f" ({_f(c['stats']['mean'])}, interval [{_f(c['stats']['low'])}, "
+                      f"{_f(c['stats']['high'])}] on {c['stats']['n']} tuning seeds)."]
+        if d.get("verdict_setting"):
+            lines += [f"The verdict at this scale uses: {d['verdict_setting']}"
+                      + (f" {d['chosen_note']}" if d.get("chosen_note") else "")]
+        lines += [""]
+    if figure_link:
+        lines += [f"![regime map]({figure_link})", ""]
+    return lines
+
+
+def _mean(xs: Any) -> float | None:
+    if not isinstance(xs, list) or not xs or not all(_num(x) and x is not None for x in xs):
+        return None
+    return float(np.mean(xs))
+
+
+def _secs(s: Any) -> str:
+    if not _num(s) or s is None:
+        return "?"
+    return f"{s / 60:.1f} min" if s >= 120 else f"{s:.0f} s"
+
+
+def figure(doc: Mapping) -> bytes | None:
+    """One heatmap panel a map: rows are the combinations of every axis but the last,
+    columns the last axis; colour is the mean A - B, the text its status."""
+    import io
+
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    maps = doc["maps"]
+    fig, axes = plt.subplots(len(maps), 1, figsize=(7, 2.2 + 1.6 * max(
+        1, max(len(_rows(m)) for m in maps))), squeeze=False)
+    try:
+        for ax, m in zip(axes[:, 0], maps):
+            rows, cols, grid, marks = _rows(m), _cols(m), *_grid(m)
+            lim = np.nanmax(np.abs(grid)) if np.isfinite(grid).any() else 1.0
+            im = ax.imshow(grid, cmap="RdBu", vmin=-lim, vmax=lim, aspect="auto")
+            ax.set_xticks(range(len(cols)), cols, fontsize=8)
+            ax.set_yticks(range(len(rows)), rows, fontsize=8)
+            keys = list(m["declared"]["axes"])
+            ax.set_xlabel(keys[-1])
+            if len(keys) > 1:
+                ax.set_ylabel(", ".join(keys[:-1]))
+            for (r, c), text in marks.items():
+                ax.text(c, r, text, ha="center", va="center", fontsize=7)
+            a, b = m["declared"]["effect"]
+            ax.set_title(f"{a} - {b} ({m['declared']['metric']}, tuning seeds): "
+                         f"+ shows, - reverses, ? unclear, * chosen", fontsize=8)
+            fig.colorbar(im, ax=ax, shrink=0.8)
+        fig.tight_layout()
+        buf = io.BytesIO()
+        fig.savefig(buf, format="png", dpi=90, metadata={"Software": None})
+        return buf.getvalue()
+    finally:
+        plt.close(fig)
+
+
+def _rows(m: Mapping) -> list[str]:
+    keys = list(m["declared"]["axes"])
+    seen = []
+    for c in m["cells"]:
+        r = ", ".join(str(c["labels"].get(k)) for k in keys[:-1]) or "-"
+        if r not in seen:
+            seen.append(r)
+    return seen
+
+
+def _cols(m: Mapping) -> list[str]:
+    last = list(m["declared"]["axes"])[-1]
+    seen = []
+    for c in m["cells"]:
+        v = str(c["labels"].get(last))
+        if v not in seen:
+            seen.append(v)
+    return seen
+
+
+def _grid(m: Mapping):
+    rows, cols = _rows(m), _cols(m)
+    keys = list(m["declared"]["axes"])
+    grid = np.full((len(rows), len(cols)), np.nan)
+    marks = {}
+    sym = {"shows": "+", "reverses": "-", "unclear": "?"}
+    for i, c in enumerate(m["cells"]):
+        r = rows.index(", ".join(str(c["labels"].get(k)) for k in keys[:-1]) or "-")
+        k = cols.index(str(c["labels"].get(keys[-1])))
+        mean = c["stats"]["mean"]
+        grid[r, k] = mean if _num(mean) and mean is not None else np.nan
+        star = "*" if m.get("chosen") == i else ""
+        marks[(r, k)] = f"{_f(mean)}\n{sym[c['stats']['status']]}{star}"
+    return grid, marks

@@ -1,0 +1,126 @@
+"""Regime maps: a declared search on tuning seeds for where the paper's own effect
+appears, written beside the report and printed in it; read back as hostile input."""
+import dataclasses
+import json
+
+import pytest
+
+from audit import regime, report
+from audit.claims import AuditError
+from audit.runner import Cache, LocalBackend, execute, make_context
+from audit.tuning import RegimeMap, Setting
+
+
+def _map(**kw):
+    base = dict(scale="smoke", axes={"effect": (0.0, 1.0)}, effect=("better", "base"),
+                metric="score", effect_text="better beats base (toy).", seeds=3,
+                budget_s=1.0)
+    base.update(kw)
+    return RegimeMap(**base)
+
+
+def _claim(toy, **kw):
+    return dataclasses.replace(toy.CLAIM, validation_metrics=("score",), **kw)
+
+
+def test_cells_show_reverse_or_stay_unclear_and_the_best_is_chosen(toy, tmp_path):
+    claim = _claim(toy)
+    m = regime.run(claim, _map(), cache=Cache(tmp_path / "c"), backend=LocalBackend())
+    status = [c["stats"]["status"] for c in m["cells"]]
+    assert status == ["unclear", "shows"] and m["chosen"] == 1
+    assert all(s >= 1000 for c in m["cells"] for s in c["seeds"])  # tuning seeds only
+    assert m["spent"]["computed"] == m["declared"]["budget_units"] == 12
+    again = regime.run(claim, _map(), cache=Cache(tmp_path / "c"), backend=LocalBackend())
+    assert again["spent"] == {**again["spent"], "computed": 0, "cached": 12}
+    flipped = regime.run(claim, _map(effect=("base", "better")), cache=Cache(tmp_path / "c"),
+                         backend=LocalBackend())
+    assert [c["stats"]["status"] for c in flipped["cells"]] == ["unclear", "reverses"]
+    assert flipped["chosen"] is None
+    assert [c["diff"] for c in again["cells"]] == [c["diff"] for c in m["cells"]]
+
+
+def test_no_showing_cell_chooses_nothing_and_says_so(toy, tmp_path):
+    m = regime.run(_claim(toy), _map(axes={"effect": (0.0,)}),
+                   cache=Cache(tmp_path / "c"), backend=LocalBackend())
+    assert m["chosen"] is None
+    text = "\n".join(regime.markdown([m]))
+    assert "No cell shows the paper's effect" in text and "stays INCONCLUSIVE" not in text
+
+
+def test_refinement_adds_seeds_to_the_best_cells_only(toy, tmp_path):
+    m = regime.run(_claim(toy), _map(refine=1, refine_seeds=2),
+                   cache=Cache(tmp_path / "c"), backend=LocalBackend())
+    assert [c["stats"]["n"] for c in m["cells"]] == [3, 5]
+    assert m["cells"][1]["seeds"] == [1000, 1001, 1002, 1003, 1004]
+
+
+def test_settings_set_several_keys_and_are_labelled(toy, tmp_path):
+    both = Setting("strong, quiet", {"effect": 2.0, "noise": 0.01})
+    m = regime.run(_claim(toy), _map(axes={"effect": (both, 0.0)}),
+                   cache=Cache(tmp_path / "c"), backend=LocalBackend())
+    assert m["cells"][0]["labels"] == {"effect": "strong, quiet"}
+    assert m["cells"][0]["overrides"] == {"effect": 2.0, "noise": 0.01}
+
+
+def test_a_map_never_reads_a_test_metric_nor_an_unknown_key(toy, tmp_path):
+    with pytest.raises(AuditError, match="not a validation metric"):
+        regime.run(_claim(toy), _map(metric="curve"), cache=Cache(tmp_path / "c"),
+                   backend=LocalBackend())
+    with pytest.raises(AuditError, match="reads the test set"):
+        regime.run(toy.CLAIM, _map(metric="test_acc"), cache=Cache(tmp_path / "c"),
+                   backend=LocalBackend())
+    with pytest.raises(AuditError, match="no config key"):
+        regime.run(_claim(toy), _map(axes={"nope": (1, 2)}), cache=Cache(tmp_path / "c"),
+                   backend=LocalBackend())
+    with pytest.raises(AuditError, match="effect must be two groups"):
+        _map(effect=("better",))
+
+
+def test_the_map_is_written_beside_the_report_and_printed_in_it(toy, tmp_path):
+    claim = _claim(toy)
+    out = tmp_path / "out"
+    res = execute(claim, make_context(claim, "smoke"), cache=Cache(tmp_path / "c"),
+                  progress=False)
+    report.write(res, out)
+    m = regime.run(claim, _map(), cache=Cache(tmp_path / "c"), backend=LocalBackend())
+    regime.write(out, claim.id, [m])
+    assert (out / claim.id / "regime.png").stat().st_size > 1000
+    data = report.load(out, claim.id)
+    report.write_data(data, out)
+    md = (out / f"{claim.id}.md").read_text()
+    assert "## Where the paper's own effect appears (regime map)" in md
+    assert "**(chosen)**" in md and "regime.png" in md
+    stored = json.loads((out / f"{claim.id}.json").read_text())
+    assert stored["regime_maps"][0]["chosen"] == 1
+    # a map of another scale in the folder is not printed in this scale's report
+    other = {**m, "declared": {**m["declared"], "scale": "full"}}
+    regime.write(out, claim.id, [other])
+    report.write_data({k: v for k, v in data.items() if k != "regime_maps"}, out)
+    assert "regime map" not in (out / f"{claim.id}.md").read_text()
+
+
+@pytest.mark.parametrize("bad", [
+    [], {"schema": "x"}, {"schema": regime.SCHEMA, "id": "other", "maps": []},
+    {"schema": regime.SCHEMA, "id": "toy-claim", "maps": [{"declared": {}}]},
+    {"schema": regime.SCHEMA, "id": "toy-claim", "maps": [
+        {"declared": {"axes": {}, "effect": ["a", "b"]}, "cells": [
+            {"labels": {}, "stats": {"status": "__import__('os')", "mean": 0, "sd": 0,
+                                     "n": 1, "low": 0, "high": 0}}]}]},
+    {"schema": regime.SCHEMA, "id": "toy-claim", "maps": [
+        {"declared": {"axes": {}, "effect": ["a", "b"]}, "chosen": 5, "cells": [
+            {"labels": {}, "stats": {"status": "shows", "mean": 0, "sd": 0, "n": 1,
+                                     "low": 0, "high": 0}}]}]},
+])
+def test_a_foreign_or_corrupt_map_file_is_one_clear_error(tmp_path, bad):
+    (tmp_path / "toy-claim").mkdir()
+    (tmp_path / "toy-claim" / "regime.json").write_text(json.dumps(bad))
+    with pytest.raises(AuditError, match="regime map"):
+        regime.read(tmp_path, "toy-claim")
+
+
+def test_cell_statistics():
+    st = regime.cell_stats([1.0, 1.2, 0.8], 0.9)
+    assert st["status"] == "shows" and st["low"] > 0
+    assert regime.cell_stats([0.5, 0.5, 0.5], 0.9)["status"] == "shows"  # no spread
+    assert regime.cell_stats([-1, 1, 0.1], 0.9)["status"] == "unclear"
+    assert regime.choose([{"stats": {"status": "unclear", "low": 5}}]) is None
