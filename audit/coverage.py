@@ -51,6 +51,19 @@ class Cover:
     part: str | None
     verdict: str  # CONFIRMED / REFUTED / INCONCLUSIVE, "not run", ...
     scale: str | None = None
+    # what would decide the question where no committed scale decided it (its report's
+    # "needs", per scale); "" where it is decided or says nothing
+    needs: str = ""
+
+    @property
+    def decided(self) -> bool:
+        """CONFIRMED or REFUTED at some committed scale (a SPLIT names each scale)."""
+        return any(w in self.verdict for w in DECIDED)
+
+
+DECIDED = ("CONFIRMED", "REFUTED")
+UNCHECKABLE = (papers.PRESENTATION, papers.DEFINITION, papers.AUTHORS_DATA,
+               NO_CLAIM_FOR_PAPER)
 
 
 @dataclass
@@ -63,6 +76,19 @@ class Row:
     @property
     def covered(self) -> bool:
         return bool(self.covered_by)
+
+    @property
+    def checkable(self) -> bool:
+        """Answerable by computation, exact arithmetic or the paper's printed numbers: a
+        covered item, or one whose reason is not presentation, a definition only the
+        authors can supply, or the authors' own runs."""
+        if self.covered:
+            return True
+        return not (self.reason or "").startswith(UNCHECKABLE)
+
+    @property
+    def decided(self) -> bool:
+        return any(c.decided for c in self.covered_by)
 
 
 @dataclass
@@ -162,6 +188,18 @@ def record_items(record: Mapping) -> list[tuple[str, str | None]]:
 
 
 # ------------------------------------------------------------------------- coverage
+def _entry_needs(data: Mapping, ref: str | None, claim=None) -> str:
+    """What the report says would decide question ``ref`` ("" when it says nothing)."""
+    from audit import questions
+
+    if ref is None:
+        return str(data.get("needs") or "")
+    for q in questions.of_report(data, claim):
+        if q.get("id") == ref:
+            return str(q.get("needs") or "")
+    return ""
+
+
 def _entry_verdict(data: Mapping, ref: str | None, claim=None) -> str | None:
     """The verdict of question (or, for a claim without questions, part) ``ref`` in one
     report's JSON (questions derived from its parts for a report written before
@@ -183,9 +221,16 @@ def _verdict(claim, ref: str | None, out: Path) -> tuple[str, str | None]:
     """(verdict text, scale) of a claim's question (or part) from its reports: ``out`` and,
     where it exists, ``out/full``. Both scales side by side when both exist, with the
     question's word across scales (SPLIT when they differ, never one promoted)."""
+    return _verdict_needs(claim, ref, out)[:2]
+
+
+def _verdict_needs(claim, ref: str | None, out: Path) -> tuple[str, str | None, str]:
+    """:func:`_verdict` and what would decide the question at the scales that left it
+    open (each scale's "needs", named by scale when both exist)."""
     from audit import report
 
     found: dict[str, str] = {}
+    needs: dict[str, str] = {}
     for folder in (out, out / "full"):
         if folder != out and not folder.is_dir():
             continue
@@ -193,24 +238,33 @@ def _verdict(claim, ref: str | None, out: Path) -> tuple[str, str | None]:
             data = report.load(folder, claim.id)
         except AuditError as exc:
             if folder == out:
-                return f"report unreadable ({exc})", None
+                return f"report unreadable ({exc})", None, ""
             continue
         if data is None:
             continue
         v = _entry_verdict(data, ref, claim)
         if v is None:
             if folder == out:
-                return f"{ref!r} not in the report", str(data.get("scale"))
+                return f"{ref!r} not in the report", str(data.get("scale")), ""
             continue
-        found.setdefault(str(data.get("scale")), v)
+        scale = str(data.get("scale"))
+        found.setdefault(scale, v)
+        if v not in DECIDED and v != "MEASURED":
+            n = _entry_needs(data, ref, claim)
+            if n:
+                needs.setdefault(scale, n)
     if not found:
-        return "not run", None
+        return "not run", None, ""
+    if any(v in DECIDED for v in found.values()):
+        needs = {}  # decided at some scale: nothing more is needed to decide it
+    need = (next(iter(needs.values())) if len(needs) == 1 and len(found) == 1 else
+            "; ".join(f"{s}: {n}" for s, n in needs.items()))
     if len(found) == 1:
         scale, v = next(iter(found.items()))
-        return v, scale
+        return v, scale, need
     words = set(found.values())
     word = next(iter(words)) if len(words) == 1 else "SPLIT"
-    return f"{word} ({', '.join(f'{s} {v}' for s, v in found.items())})", None
+    return f"{word} ({', '.join(f'{s} {v}' for s, v in found.items())})", None, need
 
 
 def declared_fields(claim) -> list[tuple[str, str | None]]:
@@ -255,8 +309,8 @@ def cover_record(record: Mapping, source: str, registry: Mapping, out: Path,
                 cov.dangling.append(f"{claim.id} declares {f!r}, which is not an item path "
                                    "of this record, so it covers nothing")
                 continue
-            verdict, scale = _verdict(claim, part, out)
-            by_path.setdefault(f, []).append(Cover(claim.id, part, verdict, scale))
+            verdict, scale, needs = _verdict_needs(claim, part, out)
+            by_path.setdefault(f, []).append(Cover(claim.id, part, verdict, scale, needs))
     for path, section in items:
         note = notes.get(path) if notes is not None else None
         if note is not None:
@@ -339,16 +393,43 @@ def _cover_text(c: Cover) -> tuple[str, str]:
 
 
 def _table_rows(cov: RecordCoverage) -> list[tuple[str, str, str, str]]:
+    return [r[:4] for r in _rows_with_needs(cov)]
+
+
+def _rows_with_needs(cov: RecordCoverage) -> list[tuple[str, str, str, str, str]]:
     rows = []
     for r in cov.rows:
         if not r.covered:
-            rows.append((r.path, r.paraphrase, "—", f"not covered: {r.reason}"))
+            rows.append((r.path, r.paraphrase, "—", f"not covered: {r.reason}",
+                         "" if not r.checkable else "a claim that transcribes or runs it"))
             continue
         for i, c in enumerate(r.covered_by):
             who, verdict = _cover_text(c)
+            if c.decided or r.decided:
+                need = ""
+            elif "MEASURED" in c.verdict and "INCONCLUSIVE" not in c.verdict:
+                need = "a measurement: reported, no verdict to decide"
+            else:
+                need = c.needs or "(the report names nothing)"
             rows.append((r.path if i == 0 else "", r.paraphrase if i == 0 else "", who,
-                         verdict))
+                         verdict, need))
     return rows
+
+
+def decided_counts(coverages: list[RecordCoverage]) -> tuple[int, int, int]:
+    """(checkable items, covered checkable items, decided items) over the records."""
+    rows = [r for cov in coverages for r in cov.rows]
+    return (sum(r.checkable for r in rows), sum(r.covered for r in rows),
+            sum(r.decided for r in rows))
+
+
+def _decided_line(coverages: list[RecordCoverage]) -> str:
+    k, c, d = decided_counts(coverages)
+    pct = f" ({100 * d / k:.0f} %)" if k else ""
+    return (f"Checkable items: {k} (by computation, exact arithmetic or the paper's printed "
+            f"numbers); covered by a claim: {c}; decided, CONFIRMED or REFUTED at some "
+            f"committed scale: {d}{pct}. Every other covered item names what would "
+            f"decide it.")
 
 
 def _heading(cov: RecordCoverage) -> str:
@@ -359,7 +440,10 @@ def _heading(cov: RecordCoverage) -> str:
 def _summary(cov: RecordCoverage) -> str:
     n = len(cov.rows)
     k = sum(r.covered for r in cov.rows)
-    return f"{k} of {n} items covered by a claim; {n - k} not covered, each with a reason"
+    chk = sum(r.checkable for r in cov.rows)
+    dec = sum(r.decided for r in cov.rows)
+    return (f"{k} of {n} items covered by a claim; {n - k} not covered, each with a "
+            f"reason; {dec} of {chk} checkable items decided")
 
 
 def render_text(coverages: list[RecordCoverage]) -> str:
@@ -395,21 +479,22 @@ def render_markdown(coverages: list[RecordCoverage], out: Path | None = None) ->
              "Which question answers which item is declared by each claim "
              "(`Claim.questions`). `audit run` and `audit report` regenerate this page "
              "from the reports' JSON; `audit review RECORDS --markdown` also checks the "
-             "records themselves.", ""]
+             "records themselves.", "", _decided_line(coverages), ""]
     for cov in coverages:
         if not cov.rows and cov.problems:
             continue
         lines += [f"## {_heading(cov)}", "", _summary(cov) + ".", "",
-                  "| item | paraphrase (ours) | claim / question | verdict |",
-                  "|---|---|---|---|"]
-        for path, para, who, verdict in _table_rows(cov):
+                  "| item | paraphrase (ours) | claim / question | verdict | what would "
+                  "decide it |",
+                  "|---|---|---|---|---|"]
+        for path, para, who, verdict, need in _rows_with_needs(cov):
             claim_cell = who
             if who != "—":
                 cid = who.split(" / ")[0]
                 linked = out is not None and (out / f"{cid}.md").exists()
                 claim_cell = f"[`{who}`]({cid}.md)" if linked else f"`{who}`"
             lines.append(f"| {'`' + path + '`' if path else ''} | {_md_cell(para)} | "
-                         f"{claim_cell} | {_md_cell(verdict)} |")
+                         f"{claim_cell} | {_md_cell(verdict)} | {_md_cell(need)} |")
         if cov.dangling:
             lines += ["", "Declared fields the record lacks: "
                       + "; ".join(_md_cell(d) for d in cov.dangling) + "."]

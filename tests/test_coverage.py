@@ -94,6 +94,39 @@ def _write_report(out: Path, cid: str, verdict: str, parts: dict[str, str],
     (out / f"{cid}.json").write_text(json.dumps(data))
 
 
+def test_an_open_question_names_what_would_decide_it_and_the_page_counts_decided_items(
+        toy_registry, monkeypatch, tmp_path):
+    """A question left open at every scale carries its reports' "needs" (per scale), a
+    question decided at some scale needs nothing, and the page counts decided items
+    among the checkable ones (presentation and missing definitions are not checkable)."""
+    from audit import coverage
+    from audit.questions import Question
+
+    qs = (Question("bound", "toy: is the bound vacuous?",
+                   ("skeptic_critique.concrete_test",), ("b",), kind="proof"),
+          Question("seeds", "toy: does the gap survive more seeds?",
+                   ("referee_report.major_comments[1]",), ("s1",)))
+    claim = dataclasses.replace(_claim("toy-q", (), {}), questions=qs)
+    out = tmp_path / "reports"
+    _write_report(out, "toy-q", "SPLIT", {"b": "CONFIRMED", "s1": "INCONCLUSIVE"},
+                  questions={"bound": "CONFIRMED", "seeds": "INCONCLUSIVE"})
+    data = json.loads((out / "toy-q.json").read_text())
+    data["questions"][1]["needs"] = "about 40 seeds"
+    (out / "toy-q.json").write_text(json.dumps(data))
+    _write_report(out / "full", "toy-q", "INCONCLUSIVE", {"b": "INCONCLUSIVE",
+                                                          "s1": "INCONCLUSIVE"},
+                  questions={"bound": "INCONCLUSIVE", "seeds": "INCONCLUSIVE"}, scale="full")
+    cov = coverage.cover_record(_record(), "rec.json", {"toy-q": claim}, out)
+    by = {c.part: c for r in cov.rows for c in r.covered_by}
+    assert by["seeds"].needs == "smoke: about 40 seeds" and not by["seeds"].decided
+    assert by["bound"].needs == "" and by["bound"].decided  # decided at smoke
+    checkable, covered, decided = coverage.decided_counts([cov])
+    assert (covered, decided) == (2, 1) and checkable >= covered
+    md = coverage.render_markdown([cov], out)
+    assert "what would decide it" in md and "smoke: about 40 seeds" in md
+    assert "decided, CONFIRMED or REFUTED at some committed scale: 1" in md
+
+
 def _review_json(capsys, *args) -> tuple[int, list[dict], str]:
     rc = main(["review", *map(str, args), "--json"])
     cap = capsys.readouterr()
@@ -121,11 +154,13 @@ def test_items_are_covered_by_claims_declarations_with_report_verdicts(
                            "referee_report.minor_comments[0]"]
     # the claim as a whole answers its record.fields: the claim's verdict
     assert items["skeptic_critique.concrete_test"]["covered_by"] == [
-        {"claim": "toy-built", "part": None, "verdict": "CONFIRMED", "scale": "smoke"}]
+        {"claim": "toy-built", "part": None, "verdict": "CONFIRMED", "scale": "smoke",
+         "needs": ""}]
     # an `answers` entry maps to one part: that part's verdict, not the claim's (and it
     # is the one shown when record.fields lists the same path)
     assert items["referee_report.major_comments[1]"]["covered_by"] == [
-        {"claim": "toy-built", "part": "seeds", "verdict": "REFUTED", "scale": "smoke"}]
+        {"claim": "toy-built", "part": "seeds", "verdict": "REFUTED", "scale": "smoke",
+         "needs": ""}]
     assert items["falsifier"]["covered_by"][0]["verdict"] == "not run"
     left = items["referee_report.major_comments[0]"]
     assert not left["covered"] and left["reason"]
@@ -174,10 +209,12 @@ def test_an_item_shows_its_questions_verdict_with_the_scales_side_by_side(
     assert rc == 0
     assert [c for c in items["skeptic_critique.concrete_test"]["covered_by"]
             if c["claim"] == "toy-q"] == [
-        {"claim": "toy-q", "part": "bound", "verdict": "CONFIRMED", "scale": "smoke"}]
+        {"claim": "toy-q", "part": "bound", "verdict": "CONFIRMED", "scale": "smoke",
+         "needs": ""}]
     assert [c for c in items["referee_report.major_comments[1]"]["covered_by"]
             if c["claim"] == "toy-q"] == [
-        {"claim": "toy-q", "part": "seeds", "verdict": "REFUTED", "scale": "smoke"}]
+        {"claim": "toy-q", "part": "seeds", "verdict": "REFUTED", "scale": "smoke",
+         "needs": ""}]
     # a full-scale report beside it: both scales, the question's word across them
     _write_report(out / "full", "toy-q", "CONFIRMED",
                   {"b": "CONFIRMED", "s1": "CONFIRMED", "s2": "CONFIRMED"},

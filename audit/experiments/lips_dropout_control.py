@@ -748,5 +748,6 @@ CLAIM = Claim(
                       RULE_BOTH, RULE_OVERFIT, RULE_GAP, RULE_BEST_ROUND),
     combination=COMBINATION, questions=QUESTIONS, stochastic=True,
     default_seeds=D.DEFAULT_SEEDS, validation_metrics=D.VALIDATION_METRICS, scales=SCALES,
+    regime_maps=D.REGIME_MAPS,
     run=run, analyse=analyse, specs=specs, paper_numbers=D.PAPER_NUMBERS, searches=SEARCHES,
 )
