@@ -142,9 +142,10 @@ def _values(results: Mapping, group: str, metric: str, claim_id: str) -> dict[in
 def _check(claim: Claim, rmap: RegimeMap) -> None:
     if not getattr(claim, "stochastic", False):
         raise AuditError(f"claim {claim.id!r} is exact: there is no effect to map over seeds")
-    problem = test_metric_problem(claim, rmap.metric)
-    if problem:  # a map never reads the test data the verdict reads: no override
-        raise AuditError(f"regime map of {claim.id!r} at {rmap.scale}: {problem}")
+    for metric in set(rmap.metrics()):
+        problem = test_metric_problem(claim, metric)
+        if problem:  # a map never reads the test data the verdict reads: no override
+            raise AuditError(f"regime map of {claim.id!r} at {rmap.scale}: {problem}")
     arms = {a.name for a in claim.arms}
     for g in rmap.effect:
         if g.split("/", 1)[0] not in arms:
@@ -193,10 +194,11 @@ def run(claim: Claim, rmap: RegimeMap, *, cache, backend, device: str = "cpu",
             if progress is not None:
                 progress(f"regime map {claim.id} ({rmap.scale}): {done[0]} runs computed, "
                          f"cell {dict(over)}")
-        return {g: _values(results, g, rmap.metric, claim.id) for g in rmap.effect}
+        return [_values(results, g, metric, claim.id)
+                for g, metric in zip(rmap.effect, rmap.metrics())]
 
-    def summarise(vals: Mapping[str, Mapping[int, float]]) -> dict:
-        a, b = (vals[g] for g in rmap.effect)
+    def summarise(vals: Sequence[Mapping[int, float]]) -> dict:
+        a, b = vals
         seeds = sorted(set(a) & set(b))
         diffs = [rmap.scale_by * (a[s] - b[s]) for s in seeds]
         return {"seeds": seeds, "a": [rmap.scale_by * a[s] for s in seeds],
@@ -214,16 +216,22 @@ def run(claim: Claim, rmap: RegimeMap, *, cache, backend, device: str = "cpu",
         more = tuning_seeds(rmap.seeds + rmap.refine_seeds)[rmap.seeds:]
         for i in order:
             vals = measure(cells[i]["overrides"], more)
-            merged = {g: {**raw[i][g], **vals[g]} for g in rmap.effect}
+            merged = [{**old, **new} for old, new in zip(raw[i], vals)]
             cells[i] = {**cells[i], **summarise(merged), "refined": True}
     chosen = choose(cells)
     env = environment(device)
     return {"declared": rmap.to_dict(), "cells": cells, "chosen": chosen,
-            "rule": RULE.format(level=rmap.level, a=rmap.effect[0], b=rmap.effect[1],
-                                metric=rmap.metric),
+            "rule": RULE.format(level=rmap.level, a=_name(rmap, 0), b=_name(rmap, 1),
+                                metric=" and ".join(dict.fromkeys(rmap.metrics()))),
             "spent": {"wall_s": round(time.perf_counter() - t0, 1), **counts},
             "environment": {k: env.get(k) for k in ("commit", "torch", "device", "date",
                                                     "code_version")}}
+
+
+def _name(rmap: RegimeMap, i: int) -> str:
+    """Group i of the effect, with its metric when the two groups are told apart by it."""
+    g = rmap.effect[i]
+    return g if rmap.effect[0] != rmap.effect[1] else f"{g} {rmap.metrics()[i]}"
 
 
 def _low(cell: Mapping) -> float:
@@ -319,6 +327,8 @@ def markdown(maps: Sequence[Mapping], figure_link: str | None = None) -> list[st
     for m in maps:
         d = m["declared"]
         a, b = d["effect"]
+        if a == b:  # B measured inside A's own units: tell them apart by metric
+            a, b = d.get("metric"), d.get("metric_b")
         cells = m["cells"]
         spent = m.get("spent", {})
         env = m.get("environment", {})
@@ -410,7 +420,9 @@ def figure(doc: Mapping) -> bytes | None:
             for (r, c), text in marks.items():
                 ax.text(c, r, text, ha="center", va="center", fontsize=7)
             a, b = m["declared"]["effect"]
-            ax.set_title(f"{a} - {b} ({m['declared']['metric']}, tuning seeds): "
+            if a == b:
+                a, b = m["declared"].get("metric"), m["declared"].get("metric_b")
+            ax.set_title(f"{a} - {b} (validation, tuning seeds): "
                          f"+ shows, - reverses, ? unclear, * chosen", fontsize=8)
             fig.colorbar(im, ax=ax, shrink=0.8)
         fig.tight_layout()

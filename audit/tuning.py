@@ -98,7 +98,9 @@ class RegimeMap:
       settings a seed): the paired per-seed ``metric`` difference A - B, positive where
       the paper's own effect appears (so for a loss or a perplexity A is the baseline).
     - ``metric``: a validation metric of the claim (``Claim.validation_metrics``); a map
-      never reads the test data the verdict reads.
+      never reads the test data the verdict reads. ``metric_b``: B's metric when it is
+      another key (a baseline measured inside A's own units: A and B may then be the
+      same group); B reads ``metric`` when empty.
     - ``seeds``: tuning seeds a cell; then the ``refine`` cells with the highest lower
       bound get ``refine_seeds`` more (successive halving's second rung).
     - ``fixed``: overrides held in every cell (a validation split carved out of training
@@ -127,6 +129,10 @@ class RegimeMap:
     why: str = ""
     verdict_setting: str = ""
     chosen_note: str = ""
+    metric_b: str = ""
+
+    def metrics(self) -> tuple[str, str]:
+        return self.metric, self.metric_b or self.metric
 
     def __post_init__(self):
         if self.fixed is None:
@@ -153,8 +159,9 @@ class RegimeMap:
         return n
 
     def budget_units(self) -> int:
-        """Runs the map makes at most: two groups, every cell, plus the refinement."""
-        return 2 * (self.cells() * self.seeds + min(self.refine, self.cells())
+        """Runs the map makes at most: two groups (one when B is measured inside A's
+        units), every cell, plus the refinement."""
+        return len(set(self.effect)) * (self.cells() * self.seeds + min(self.refine, self.cells())
                     * self.refine_seeds)
 
     def points(self) -> list[tuple[dict, dict]]:
@@ -177,6 +184,7 @@ class RegimeMap:
                 "axes": {k: [v.to_dict() if isinstance(v, Setting) else v for v in vs]
                          for k, vs in self.axes.items()},
                 "effect": list(self.effect), "metric": self.metric,
+                "metric_b": self.metric_b or self.metric,
                 "effect_text": self.effect_text, "seeds": self.seeds, "refine": self.refine,
                 "refine_seeds": self.refine_seeds, "fixed": dict(self.fixed),
                 "budget_s": self.budget_s, "budget_units": self.budget_units(),

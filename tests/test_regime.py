@@ -124,3 +124,16 @@ def test_cell_statistics():
     assert regime.cell_stats([0.5, 0.5, 0.5], 0.9)["status"] == "shows"  # no spread
     assert regime.cell_stats([-1, 1, 0.1], 0.9)["status"] == "unclear"
     assert regime.choose([{"stats": {"status": "unclear", "low": 5}}]) is None
+
+
+def test_a_baseline_measured_inside_the_same_units(toy, tmp_path):
+    """B may be another key of A's own units (GENE-FL's no-gene accuracy): one group runs,
+    and both keys must be validation metrics."""
+    claim = dataclasses.replace(toy.CLAIM, validation_metrics=("score",))
+    m = regime.run(claim, _map(effect=("better", "better"), metric_b="score"),
+                   cache=Cache(tmp_path / "c"), backend=LocalBackend())
+    assert m["declared"]["budget_units"] == 6 and m["spent"]["computed"] == 6
+    assert all(c["stats"]["mean"] == 0 for c in m["cells"])
+    with pytest.raises(AuditError, match="not a validation metric"):
+        regime.run(claim, _map(effect=("better", "better"), metric_b="curve"),
+                   cache=Cache(tmp_path / "c"), backend=LocalBackend())
