@@ -116,6 +116,28 @@ def test_make_algorithm_knows_every_arm():
         make_algorithm("nope")
 
 
+def test_readings_of_the_accuracy_to_weight_map():
+    """Eq. 2's A_l under each reading: identity is the accuracy, half ignores it, relative
+    weighs the local accuracy against the received global model's on the same split."""
+    with pytest.raises(ValueError, match="a_map must be one of"):
+        Options(a_map="softmax")
+    assert make_algorithm("literal", a_map="half").opt.a_map == "half"
+    ds, fed = _tiny()  # clients with validation splits
+    model = build_model("cnn", 4, 1, 4, width=0.25)
+    state = {k: v.detach().clone() for k, v in model.state_dict().items()}
+    cfg = FLConfig(rounds=1, batch_size=8, lr=0.05, layer_metrics=False)
+    got = {}
+    for reading in ("identity", "half", "relative"):
+        alg = make_algorithm("selector-mean", a_map=reading)
+        alg.setup(model, fed, cfg)
+        got[reading] = alg._a_local(0.7, state, 0)
+    assert got["identity"] == 0.7 and got["half"] == 0.5
+    from audit.fl.evaluation import evaluate
+
+    acc_g, _ = evaluate(model, state, fed.clients[0].x_val, fed.clients[0].y_val)
+    assert got["relative"] == pytest.approx(0.7 / (0.7 + acc_g))
+
+
 def test_literal_run_zeros_unselected_and_is_deterministic():
     h1, h2 = _run("literal"), _run("literal")
     assert h1.test_acc == h2.test_acc and h1.algo == h2.algo
@@ -179,18 +201,20 @@ def test_claim_specs_per_scale():
 
     seeds = tuple(range(8))  # the three-way rule decides from 6 pairs: sweeps use 6
     smoke = specs(RunContext(CLAIM.id, "smoke", SCALES["smoke"], seeds))
-    # 6 arms x 8 seeds + (depth=vgg, cpr=5, layer=module, head=2) x 3 sweep arms (the
-    # premise arm and FedAvg in every cell) x 6 sweep seeds + as-released with the x20
-    # factor on the 6 sweep seeds = 48 + 72 + 6
-    assert len(smoke) == 126
+    # 6 arms x 8 seeds + (depth=vgg, cpr=5, layer=module, head=2, the two A_l readings)
+    # x 3 sweep arms (the premise arm and FedAvg in every cell) x 6 sweep seeds +
+    # as-released with the x20 factor on the 6 sweep seeds = 48 + 108 + 6
+    assert len(smoke) == 162
     assert {s.setting for s in smoke} == {"", "depth=vgg", "cpr=5", "layer=module",
-                                          "head=2", "released-lr-x20"}
+                                          "head=2", "amap=relative", "amap=half",
+                                          "released-lr-x20"}
     full = specs(RunContext(CLAIM.id, "full", SCALES["full"], seeds))
-    # 3 depths + 3 cpr settings + layer=module + head=2, 3 arms, 6 seeds; x20 on 6 seeds
-    assert len(full) == 48 + 8 * 3 * 6 + 6
+    # 3 depths + 3 cpr settings + layer=module + head=2 + 2 readings, 3 arms, 6 seeds;
+    # x20 on 6 seeds
+    assert len(full) == 48 + 10 * 3 * 6 + 6
     # fewer seeds than sweep_seeds: every seed is a sweep seed
     assert len(specs(RunContext(CLAIM.id, "smoke", SCALES["smoke"], seeds[:5]))) == \
-        30 + 4 * 3 * 5 + 5
+        30 + 6 * 3 * 5 + 5
 
 
 def test_paper_scale_without_data_is_a_clear_error(monkeypatch):

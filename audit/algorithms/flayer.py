@@ -55,7 +55,7 @@ from audit.fl.models import layer_names, layer_of, weight_layers
 __all__ = [
     "ARMS", "CORRECTED", "FLAYER", "FedAvgTracked", "FlayerArm", "SERVER_RULES",
     "eq4_multiplier",
-    "LAYER_UNITS", "head_mix", "kernel_slice_mask", "make_algorithm", "structure_metrics",
+    "A_MAPS", "LAYER_UNITS", "head_mix", "kernel_slice_mask", "make_algorithm", "structure_metrics",
     "topk_mask",
     "upload_fraction",
 ]
@@ -266,10 +266,21 @@ class Options:
     probe_samples: int = 0
     layer_unit: str = "tensor"
     write_back: bool = False
+    a_map: str = "identity"
 
     def __post_init__(self):
         if self.layer_unit not in LAYER_UNITS:
             raise ValueError(f"layer_unit must be one of {LAYER_UNITS}; got {self.layer_unit!r}")
+        if self.a_map not in A_MAPS:
+            raise ValueError(f"a_map must be one of {A_MAPS}; got {self.a_map!r}")
+
+
+#: Readings of how Eq. 2 turns a client's recent local accuracy into A_l (the paper does
+#: not say; the record's major comment 2): ``identity`` A_l = acc (ours, and the release's);
+#: ``relative`` A_l = acc / (acc + acc_g), acc_g the received global model's accuracy on the
+#: same split (the local model weighted by how it compares with the global one);
+#: ``half`` A_l = 1/2 whatever the accuracy (the accuracy unused: plain averaging).
+A_MAPS = ("identity", "relative", "half")
 
 
 class FLAYER(_Tracked, Algorithm):
@@ -313,11 +324,23 @@ class FLAYER(_Tracked, Algorithm):
         start = dict(received)
         local = client_state["local"] if client_state else None
         if local is not None:
-            a = client_state["a_local"]
+            a = self._a_local(client_state["a_local"], received, client_id)
             for k in self.head_keys:
                 if start[k].dtype.is_floating_point:
                     start[k] = head_mix(local[k], received[k], a)
         return start
+
+    def _a_local(self, acc: float, received: State, client_id: int) -> float:
+        """A_l of Eq. 2 from the client's recent accuracy, under the chosen reading."""
+        if self.opt.a_map == "identity":
+            return acc
+        if self.opt.a_map == "half":
+            return 0.5
+        c = self.fed.clients[client_id]
+        x, y = (c.x_test, c.y_test) if self.opt.released else (c.x_val, c.y_val)
+        acc_g, _ = evaluate(self.model, received, x, y)
+        acc_g = 0.0 if math.isnan(acc_g) else acc_g
+        return acc / (acc + acc_g) if acc + acc_g > 0 else 0.5
 
     def _grad_norms(self, params: State, client_id: int) -> dict:
         """||g_i|| for every tensor: the gradient of the client's training loss on its
@@ -406,12 +429,13 @@ class FLAYER(_Tracked, Algorithm):
 
 
 def make_algorithm(arm: str, head_layers: int = 1, released_lr_factor: float = 1.0,
-                   layer_unit: str = "tensor", write_back: bool = True) -> Algorithm:
+                   layer_unit: str = "tensor", write_back: bool = True,
+                   a_map: str = "identity") -> Algorithm:
     """The algorithm of one arm of the audit (see the module docstring).
 
     ``released_lr_factor`` and ``write_back`` apply to ``as-released`` only (the release
     multiplies the CNN's rates by 20: the caller passes 20 for a CNN); ``layer_unit``
-    to every FLAYER arm."""
+    and ``a_map`` (the reading of Eq. 2's A_l, :data:`A_MAPS`) to every FLAYER arm."""
     if arm not in ARMS:
         raise ValueError(f"unknown FLAYER arm {arm!r}; arms: {', '.join(ARMS)}")
     piece = ARMS[arm]
@@ -421,6 +445,7 @@ def make_algorithm(arm: str, head_layers: int = 1, released_lr_factor: float = 1
         return FLAYER(piece.server,
                       Options(head_layers=head_layers, released=True,
                               released_lr_factor=released_lr_factor,
-                              layer_unit=layer_unit, write_back=write_back), name=arm)
-    return FLAYER(piece.server, Options(head_layers=head_layers, layer_unit=layer_unit),
-                  name=arm)
+                              layer_unit=layer_unit, write_back=write_back,
+                              a_map=a_map), name=arm)
+    return FLAYER(piece.server, Options(head_layers=head_layers, layer_unit=layer_unit,
+                                        a_map=a_map), name=arm)

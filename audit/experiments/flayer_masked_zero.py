@@ -122,6 +122,23 @@ RULE_HEAD = Rule("head-size", D.RULE_HEAD, _decide_head, kind="measurement",
                  reachable=("INCONCLUSIVE",))
 
 
+def _decide_a_map(ev: Mapping[str, Any]):
+    rows = ev["rows"]  # (label, reading, gap, verdict, premise note)
+    if len(rows) < 2:
+        return Outcome.INCONCLUSIVE, "no sweep over the readings of Eq. 2 at this scale", ""
+    txt = "; ".join(f"A_l {r} ({lb}): best corrected - literal {g:+.3f}, collapse rule {v}"
+                    + (f", {note}" if note else "") for lb, r, g, v, note in rows)
+    same = len({v for _, _, _, v, _ in rows}) == 1
+    return Outcome.INCONCLUSIVE, (
+        f"measurement: {txt}; the collapse rule's outcome "
+        + ("does not depend on the reading here" if same else "depends on the reading here")
+    ), ""
+
+
+RULE_A_MAP = Rule("weight-map", D.RULE_A_MAP, _decide_a_map, kind="measurement",
+                  reachable=("INCONCLUSIVE",))
+
+
 def _decide_collapse_global(ev: Mapping[str, Any]):
     tw = ev["three_way"]
     would = on_reviewer(tw.outcome, holds_when="SUPPORTED").value
@@ -151,7 +168,8 @@ def _sweeps(cfg: Mapping) -> list[tuple[str, str, Any]]:
     return ([(f"depth={m}", m, "all") for m, _ in cfg["depth_sweep"]]
             + [(f"cpr={c}", cfg["model"], c) for c in cfg["cpr_sweep"]]
             + [(f"layer={u}", cfg["model"], "all") for u in cfg.get("layer_sweep", [])]
-            + [(f"head={h}", cfg["model"], "all") for h in cfg.get("head_sweep", [])])
+            + [(f"head={h}", cfg["model"], "all") for h in cfg.get("head_sweep", [])]
+            + [(f"amap={r}", cfg["model"], "all") for r in cfg.get("a_map_sweep", [])])
 
 
 def specs(ctx: RunContext) -> list[RunSpec]:
@@ -172,6 +190,11 @@ def head_of(spec: RunSpec, cfg: Mapping) -> int:
     return int(cfg["head_layers"])
 
 
+def a_map_of(spec: RunSpec) -> str:
+    """The reading of Eq. 2's A_l for a unit: identity, or an amap=reading setting's."""
+    return spec.setting.split("=", 1)[1] if spec.setting.startswith("amap=") else "identity"
+
+
 def _setting(spec: RunSpec, cfg: Mapping) -> tuple[str, dict, int | None, str, float]:
     """(model, model kwargs, clients per round, layer unit, as-released rate factor)."""
     model, kw, cpr = cfg["model"], dict(cfg["model_kw"]), cfg["clients_per_round"]
@@ -183,8 +206,8 @@ def _setting(spec: RunSpec, cfg: Mapping) -> tuple[str, dict, int | None, str, f
         cpr = int(spec.setting.split("=", 1)[1])
     elif spec.setting.startswith("layer="):
         unit = spec.setting.split("=", 1)[1]
-    elif spec.setting.startswith("head="):
-        pass  # the head size s of Eq. 2: read by head_of()
+    elif spec.setting.startswith(("head=", "amap=")):
+        pass  # the head size s or the A_l reading of Eq. 2: read by head_of(), a_map_of()
     elif spec.setting == X20:
         if not model.startswith("cnn"):
             raise AuditError("the release's x20 rate factor applies to its CNN only")
@@ -223,7 +246,8 @@ def run(spec: RunSpec, ctx: RunContext) -> dict:
         init_norm = math.sqrt(sum(float((p.double() ** 2).sum())
                                   for p in model_fn().parameters()))
     alg = _flayer().make_algorithm(spec.arm, head_layers=head_of(spec, cfg),
-                                   layer_unit=unit, released_lr_factor=factor)
+                                   layer_unit=unit, released_lr_factor=factor,
+                                   a_map=a_map_of(spec))
     fl = FLConfig(rounds=cfg["rounds"], clients_per_round=cpr,
                   local_epochs=cfg["local_epochs"], batch_size=cfg["batch_size"],
                   lr=cfg["lr"], seed=spec.seed, device=ctx.device,
@@ -604,6 +628,10 @@ def analyse(results: Mapping[RunSpec, Mapping], ctx: RunContext) -> Analysis:
                   gaps[lb], sweep_out[lb].value, sweep_notes.get(lb, ""))
                  for lb in sweep_out if lb == "base" or lb.startswith("head=")]
     part_h = RULE_HEAD({"rows": head_rows})
+    a_rows = [(lb, a_map_of(RunSpec("literal", seeds[0], "" if lb == "base" else lb)),
+               gaps[lb], sweep_out[lb].value, sweep_notes.get(lb, ""))
+              for lb in sweep_out if lb == "base" or lb.startswith("amap=")]
+    part_a = RULE_A_MAP({"rows": a_rows})
 
     # ---- as-released with the release's x20 rate factor (reported)
     x20_seeds = [s for s in seeds if RunSpec("as-released", s, X20) in results]
@@ -671,7 +699,7 @@ def analyse(results: Mapping[RunSpec, Mapping], ctx: RunContext) -> Analysis:
     )
     tables.append(kit.misbehaviour_table(kit.misbehaving_seeds(pers, ARM_NAMES, seeds),
                                          len(seeds), "final personalised accuracy"))
-    return Analysis(tuple(E), (part_s, part_c, part_co, part_g, part_h), tuple(tables),
+    return Analysis(tuple(E), (part_s, part_c, part_co, part_g, part_h, part_a), tuple(tables),
                     tuple(figures), notes, premise=premise, settings=setting_rows,
                     findings=findings, caveats=caveats)
 
@@ -687,7 +715,8 @@ CLAIM = Claim(
     title=D.TITLE,
     statement=D.STATEMENT,
     arms=ARMS,
-    rules=(RULE_STRUCTURAL, RULE_COLLAPSE, RULE_CARRY, RULE_COLLAPSE_GLOBAL, RULE_HEAD),
+    rules=(RULE_STRUCTURAL, RULE_COLLAPSE, RULE_CARRY, RULE_COLLAPSE_GLOBAL, RULE_HEAD,
+           RULE_A_MAP),
     combination=COMBINATION,
     questions=QUESTIONS,
     stochastic=True,

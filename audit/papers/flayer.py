@@ -21,7 +21,8 @@ ITEMS = {
         reason=DEFINITION + " (the convergence criterion)"),
     "referee_report.major_comments[2]": Note(
         "How local accuracy becomes the head-mixing weight of Eq. 2 is unspecified.",
-        reason=DEFINITION + " (the accuracy-to-weight map of Eq. 2)"),
+        reason=DEFINITION + " (the accuracy-to-weight map of Eq. 2)",
+        proposed="flayer-masked-zero"),
     "referee_report.minor_comments[0]": Note(
         "The 5.40 average gain holds only as absolute points over all baseline pairs.",
         reason="arithmetic on the paper's Table 2 (42 baseline-task pairs), whose values "

@@ -160,6 +160,14 @@ RULE_HEAD = (
     "the base head size s of Eq. 2 and at every s of the head sweep, on the sweep seeds; "
     "it shows whether the outcome is stable in s, which the paper does not report.")
 
+RULE_A_MAP = (
+    "A measurement (no verdict): the collapse comparison (best corrected arm minus "
+    "literal, personalised accuracy, the collapse rule with each cell's own premise) under "
+    "each reading of how Eq. 2 turns a client's accuracy into its head weight A_l: "
+    "identity (A_l = acc, the base runs), relative (A_l = acc / (acc + the received global "
+    "model's accuracy on the same split)) and half (A_l = 1/2, the accuracy unused), on the "
+    "sweep seeds; it shows whether the outcome depends on a map the paper does not give.")
+
 RULE_COLLAPSE_GLOBAL = (
     "The collapse rule ({rule}) on the final GLOBAL-model accuracy instead of the "
     "personalised one, reported as a measurement: the reviewer's claim is about the "
@@ -192,6 +200,8 @@ SCALES: dict[str, dict] = {
         "sweep_seeds": 6,
         "layer_unit": "tensor", "layer_sweep": ["module"], "lr_x20_sweep": True,
         "head_sweep": [2],
+        # readings of Eq. 2's accuracy-to-weight map besides the base's identity
+        "a_map_sweep": ["relative", "half"],
         "margin": MARGIN, "equivalence_margin": EQUIV,
     },
     "full": {
@@ -208,6 +218,8 @@ SCALES: dict[str, dict] = {
         "sweep_seeds": 6,
         "layer_unit": "tensor", "layer_sweep": ["module"], "lr_x20_sweep": True,
         "head_sweep": [2],
+        # readings of Eq. 2's accuracy-to-weight map besides the base's identity
+        "a_map_sweep": ["relative", "half"],
         "margin": MARGIN, "equivalence_margin": EQUIV,
     },
     # the paper's setting (Sec. 5): CIFAR-100, ResNet-18, 20 clients, Dir(0.1), batch 10,
@@ -398,6 +410,11 @@ QUESTIONS = (
     Question(id="head-size",
              asks="Is the collapse comparison stable in the head size s of Eq. 2?",
              fields=("referee_report.minor_comments[3]",), parts=("head-size",),
+             kind="measurement"),
+    Question(id="weight-map",
+             asks="Does the collapse comparison depend on how Eq. 2 turns a client's "
+                  "accuracy into its head weight (a map the paper does not give)?",
+             fields=("referee_report.major_comments[2]",), parts=("weight-map",),
              kind="measurement"),
     Question(id="global-model",
              asks="How far below a working rule does the printed rule leave the global model?",
