@@ -99,9 +99,17 @@ def test_a_unit_is_json_and_the_same_twice(claim, tmp_path):
 
     from audit.runner import make_context
 
-    ctx = dataclasses.replace(make_context(claim, "smoke", seeds=[0, 1]),
+    # where the claim reads validation data only under its regime map's fixed overrides
+    # (a validation split carved out of training data, off in the verdict's runs), the
+    # unit runs under them, and is one of the map's paper arm
+    maps = [m for m in claim.regime_maps if m.scale == "smoke"]
+    over = dict(maps[0].fixed) if maps else {}
+    ctx = dataclasses.replace(make_context(claim, "smoke", seeds=[0, 1], overrides=over),
                               checkpoint_dir=None)
-    specs = claim.specs(ctx) if claim.specs else None
+    specs = [s for s in claim.specs(ctx) if s.seed is not None] if claim.specs else None
+    if specs and maps:
+        arm = maps[0].effect[0].split("/", 1)[0]
+        specs = [s for s in specs if s.arm == arm] or specs
     spec = specs[0] if specs else claims.RunSpec(claim.arms[0].name, 0)
     def numbers(result):  # what the unit computed: its wall-clock timings apart
         if isinstance(result, dict):
