@@ -169,7 +169,7 @@ def run(claim: Claim, rmap: RegimeMap, *, cache, backend, device: str = "cpu",
     counts = {"computed": 0, "cached": 0}
     done = [0]
 
-    def measure(over: Mapping, seeds: Sequence[int]) -> dict[str, dict[int, float]]:
+    def measure(over: Mapping, seeds: Sequence[int], labels: Mapping):
         ctx = make_context(claim, rmap.scale, seeds=list(seeds), device=device,
                            data_dir=data_dir, overrides=over)
         if cache.enabled and ctx.checkpoint_dir is None:
@@ -192,8 +192,9 @@ def run(claim: Claim, rmap: RegimeMap, *, cache, backend, device: str = "cpu",
             counts["computed"] += 1
             done[0] += 1
             if progress is not None:
-                progress(f"regime map {claim.id} ({rmap.scale}): {done[0]} runs computed, "
-                         f"cell {dict(over)}")
+                progress(f"regime map {claim.id} ({rmap.scale}): {done[0]} of at most "
+                         f"{rmap.budget_units()} runs computed; cell "
+                         + ", ".join(f"{k} {v}" for k, v in labels.items()))
         return [_values(results, g, metric, claim.id)
                 for g, metric in zip(rmap.effect, rmap.metrics())]
 
@@ -208,14 +209,14 @@ def run(claim: Claim, rmap: RegimeMap, *, cache, backend, device: str = "cpu",
     first = tuning_seeds(rmap.seeds)
     cells, raw = [], []
     for labels, over in points:
-        vals = measure(over, first)
+        vals = measure(over, first, labels)
         raw.append(vals)
         cells.append({"labels": labels, "overrides": over, **summarise(vals)})
     if rmap.refine and rmap.refine_seeds:
         order = sorted(range(len(cells)), key=lambda i: -_low(cells[i]))[:rmap.refine]
         more = tuning_seeds(rmap.seeds + rmap.refine_seeds)[rmap.seeds:]
         for i in order:
-            vals = measure(cells[i]["overrides"], more)
+            vals = measure(cells[i]["overrides"], more, cells[i]["labels"])
             merged = [{**old, **new} for old, new in zip(raw[i], vals)]
             cells[i] = {**cells[i], **summarise(merged), "refined": True}
     chosen = choose(cells)
@@ -404,8 +405,8 @@ def figure(doc: Mapping) -> bytes | None:
     import matplotlib.pyplot as plt
 
     maps = doc["maps"]
-    fig, axes = plt.subplots(len(maps), 1, figsize=(7, 2.2 + 1.6 * max(
-        1, max(len(_rows(m)) for m in maps))), squeeze=False)
+    rows = sum(1.4 + 0.45 * len(_rows(m)) for m in maps)
+    fig, axes = plt.subplots(len(maps), 1, figsize=(7.5, max(2.5, rows)), squeeze=False)
     try:
         for ax, m in zip(axes[:, 0], maps):
             rows, cols, grid, marks = _rows(m), _cols(m), *_grid(m)
