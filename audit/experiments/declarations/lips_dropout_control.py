@@ -100,7 +100,6 @@ ARMS = (
     Arm("fedbn-freeze-middle", "FedBN whose middle layers get no update after round f "
         "(paper's Table 1 freeze test)", "local lr of middle layers 0 after round f"),
 )
-LIPS_FAMILY = ("lips", "lips-random", "lips-all-layers", "lips-released-score")
 CONTROLS = ("fedbn-dropout-middle", "fedbn-weight-decay", "fedbn-noise-middle")
 
 # The tuning grid: the same budget (number of candidates) for every tuned arm.
@@ -158,7 +157,6 @@ N_COMPARISONS = 4  # three controls + all layers
 COS_MARGIN = 0.02
 #: The paper's inertia level: a layer is inert when its cosine to round 2 is above it.
 INERTIA_LEVEL = 0.95
-COMBINED_PARTS = ("regularisation-controls", "layer-targeting")
 
 # ------------------------------------------------------------------------- rules
 #: The two combined parts share one text; {what} and {names} are filled per part (below),
