@@ -9,9 +9,9 @@ where the effect plausibly turns, a validation metric, tuning seeds, a budget) a
 1. every cell (one combination of the axes) runs the two groups of the effect on the
    first ``seeds`` tuning seeds (1000, 1001, ...; never a verdict seed), through the run
    cache and the process pool like any run;
-2. the ``refine`` cells with the highest lower bound get ``refine_seeds`` more seeds
-   (the second rung of successive halving: the screen spends its seeds where a choice
-   is likely);
+2. the ``refine`` cells with the highest mean get ``refine_seeds`` more seeds (the
+   second rung of successive halving: the screen spends its seeds where the effect
+   looks largest);
 3. each cell's paired per-seed difference A - B gets a two-sided Student-t interval at
    the map's level; the cell **shows** the effect when the interval lies above 0,
    **reverses** it when it lies below, and is **unclear** otherwise (:func:`cell_status`);
@@ -213,7 +213,8 @@ def run(claim: Claim, rmap: RegimeMap, *, cache, backend, device: str = "cpu",
         raw.append(vals)
         cells.append({"labels": labels, "overrides": over, **summarise(vals)})
     if rmap.refine and rmap.refine_seeds:
-        order = sorted(range(len(cells)), key=lambda i: -_low(cells[i]))[:rmap.refine]
+        # successive halving: the cells that look best (highest mean) get more seeds
+        order = sorted(range(len(cells)), key=lambda i: -_mean_of(cells[i]))[:rmap.refine]
         more = tuning_seeds(rmap.seeds + rmap.refine_seeds)[rmap.seeds:]
         for i in order:
             vals = measure(cells[i]["overrides"], more, cells[i]["labels"])
@@ -235,9 +236,9 @@ def _name(rmap: RegimeMap, i: int) -> str:
     return g if rmap.effect[0] != rmap.effect[1] else f"{g} {rmap.metrics()[i]}"
 
 
-def _low(cell: Mapping) -> float:
-    low = cell["stats"]["low"]
-    return low if math.isfinite(low) else -math.inf
+def _mean_of(cell: Mapping) -> float:
+    mean = cell["stats"]["mean"]
+    return mean if math.isfinite(mean) else -math.inf
 
 
 # ---------------------------------------------------------------------- the file

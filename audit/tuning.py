@@ -101,8 +101,8 @@ class RegimeMap:
       never reads the test data the verdict reads. ``metric_b``: B's metric when it is
       another key (a baseline measured inside A's own units: A and B may then be the
       same group); B reads ``metric`` when empty.
-    - ``seeds``: tuning seeds a cell; then the ``refine`` cells with the highest lower
-      bound get ``refine_seeds`` more (successive halving's second rung).
+    - ``seeds``: tuning seeds a cell; then the ``refine`` cells with the highest mean
+      get ``refine_seeds`` more (successive halving's second rung).
     - ``fixed``: overrides held in every cell (a validation split carved out of training
       data, say: the map's runs then train on slightly less data than the verdict's).
     - ``budget_s``: the CPU seconds (one core) the map was expected to take, stated
