@@ -297,7 +297,9 @@ PREMISE_ESTIMATE = ("LIPS minus FedBN, {conf:.4g}% {method} CI (paper: +4.76 on 
 PREMISE_RULE = "three-way rule on LIPS - FedBN (m = 0, d = {d:g}, alpha = {alpha:.4g})"
 
 # ---------------------------------------------------------------------- questions
-PREMISE_NEEDS = ("LIPS's own gain over FedBN must reproduce first: the paper's setting "
+PREMISE_NEEDS = ("LIPS's own gain over FedBN must reproduce first, and no cell of the "
+                 "smoke regime map (data per client, depth, heterogeneity, (tau0, k): 16 "
+                 "cells on tuning seeds) showed it: the paper's setting would decide "
                  "(--scale paper: CIFAR-100, ResNet-8, 300 rounds; `audit estimate "
                  "lips-dropout-control --scale paper --device cuda --data-dir PATH` gives its "
                  "device time)")
