@@ -5,7 +5,7 @@ plugin's and a newly scaffolded one included, and the per-claim copies of these 
 are not needed.
 
 The checks here read declarations only (arms, pieces, rules, questions, record answers,
-scales, seeds, searches, locks): they run no unit, so they cost milliseconds. What needs a
+scales, seeds, searches, regime maps, locks): they run no unit, so they cost milliseconds. What needs a
 run (each declared outcome reachable, declared estimates produced, a run JSON-able and
 deterministic) stays in each claim's own tests, which drive the rules with made-up
 evidence.
@@ -149,6 +149,34 @@ def check_searches(claim: Claim) -> list[str]:
             for s in getattr(claim, "searches", ()) if s.scale not in claim.scales]
 
 
+def check_regime_maps(claim: Claim) -> list[str]:
+    """Every regime map is at one of the claim's scales, compares real arms, reads only
+    validation metrics (a map never reads the verdict's test data), and every cell's
+    overrides pass the ``--set`` checks of that scale (a typo fails here, not an hour into
+    the map)."""
+    from audit.errors import AuditError
+    from audit.runner import check_overrides
+    from audit.tuning import test_metric_problem
+
+    out = []
+    arms = {a.name for a in claim.arms}
+    for m in getattr(claim, "regime_maps", ()):
+        if m.scale not in claim.scales:
+            out.append(f"regime map at unknown scale {m.scale!r}")
+            continue
+        out += [f"regime map at {m.scale!r}: {g!r} is not an arm" for g in m.effect
+                if g.split("/", 1)[0] not in arms]
+        out += [f"regime map at {m.scale!r}: {problem}" for metric in set(m.metrics())
+                if (problem := test_metric_problem(claim, metric))]
+        for labels, over in m.points():
+            try:
+                check_overrides(claim, m.scale, over)
+            except AuditError as exc:
+                out.append(f"regime map at {m.scale!r}, cell {labels}: {exc}")
+                break
+    return out
+
+
 def check_locks(claim: Claim) -> list[str]:
     """Every lock is at a scale the claim has, with a verdict word, and names only real
     parts and questions (a renamed part would otherwise never be compared again)."""
@@ -192,6 +220,7 @@ CHECKS: tuple[tuple[str, Callable[[Claim], list[str]]], ...] = (
     ("scales", check_scales),
     ("seeds", check_seeds),
     ("searches", check_searches),
+    ("regime-maps", check_regime_maps),
     ("locks", check_locks),
     ("record-fields", check_record_fields),
 )

@@ -137,3 +137,15 @@ def test_a_baseline_measured_inside_the_same_units(toy, tmp_path):
     with pytest.raises(AuditError, match="not a validation metric"):
         regime.run(claim, _map(effect=("better", "better"), metric_b="curve"),
                    cache=Cache(tmp_path / "c"), backend=LocalBackend())
+
+
+def test_the_generic_check_flags_a_map_that_could_not_run(toy):
+    from audit.checks import check_regime_maps
+
+    good = _claim(toy, regime_maps=(_map(),))
+    assert check_regime_maps(good) == []
+    bad = _claim(toy, regime_maps=(_map(metric="test_acc"), _map(axes={"effect": (0.0, -2.0)}),
+                                   _map(effect=("better", "nope")), _map(scale="paper")))
+    found = " | ".join(check_regime_maps(bad))
+    assert "not a validation metric" in found and "must not be negative" in found
+    assert "'nope' is not an arm" in found and "unknown scale 'paper'" in found
