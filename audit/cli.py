@@ -726,7 +726,8 @@ def cmd_regime(args) -> int:
     for m in maps:
         print(f"{claim.id} at {m.scale}: {m.cells()} cells x {m.seeds} tuning seeds"
               + (f" (+{m.refine_seeds} for the best {m.refine})" if m.refine else "")
-              + f", effect {m.effect[0]} - {m.effect[1]} on {m.metric}; budget "
+              + f", effect {m.effect[0]} {m.metrics()[0]} - {m.effect[1]} {m.metrics()[1]}"
+              f"; budget "
               f"{m.budget_units()} runs, about {m.budget_s:.0f} s of one core")
     if args.dry_run:
         return 0

@@ -581,3 +581,47 @@ def test_fair_and_sweep_rules_reach_each_outcome():
     assert sw(["CONFIRMED", "CONFIRMED"]) == Outcome.CONFIRMED
     assert sw(["REFUTED", "INCONCLUSIVE"]) == Outcome.INCONCLUSIVE
     assert sw(["REFUTED"]) == Outcome.INCONCLUSIVE  # no sweep at this scale
+
+
+# ------------------------------------- inverted cosine: the validation read-out (issue 30)
+def test_agnostic_validation_split_is_held_out_and_read(monkeypatch):
+    # A tuning unit (seed 1000) with a quarter of each agnostic client's training examples
+    # held out: its result reads accuracy on them (the claim's one validation metric), and
+    # the held-out indices touch neither the client's test split nor what it fine-tunes on
+    from audit.algorithms import genefl_sim
+    from audit.claims import RunSpec
+    from audit.runner import make_context
+    from audit.tuning import test_metric_problem
+
+    IC = _ic()
+    torch.set_num_threads(1)
+    ctx = make_context(IC.CLAIM, "smoke", seeds=[1000, 1001], overrides={  # 2: stochastic
+        "agnostic_val_fraction": 0.25, "rounds": 1, "finetune_steps": 2})
+    seen = {}
+    plain = genefl_sim.simulate
+
+    def spy(*args, **kw):  # the simulation's own output, index sets included
+        out = plain(*args, **kw)
+        seen.update(out)
+        return out
+
+    monkeypatch.setattr(genefl_sim, "simulate", spy)
+    # Execute
+    res = IC.run(RunSpec("top-gamma", 1000), ctx)
+    # Assert: a finite accuracy in [0, 1] ...
+    for key in ("agnostic_val_acc", "agnostic_val_acc_nogene"):
+        v = res[key]
+        assert isinstance(v, float) and np.isfinite(v) and 0.0 <= v <= 1.0, key
+        assert test_metric_problem(IC.CLAIM, key) == ""
+    # ... on disjoint index sets: a quarter (floored) of each client's training split
+    splits = seen["agnostic_splits"]
+    assert len(splits) == ctx.config["n_agnostic"] == len(res["n_val_agnostic"])
+    for j, sp in enumerate(splits):
+        te, va, fit = (set(sp[k]) for k in ("test", "val", "fit"))
+        assert len(te) == len(sp["test"]) and len(va) == len(sp["val"]) > 0
+        assert not va & te and not va & fit and not te & fit and fit
+        assert len(va) == int(np.floor(0.25 * (len(va) + len(fit))))
+        assert res["n_val_agnostic"][j] == len(va)
+        assert res["n_test_agnostic"][j] == len(te)
+    for key in ("agnostic_acc", "agnostic_acc_nogene"):  # the test data stays refused
+        assert test_metric_problem(IC.CLAIM, key)

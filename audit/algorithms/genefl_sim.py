@@ -11,6 +11,7 @@ Not a claim: it is not listed in ``audit.claims.CLAIM_MODULES``.
 """
 from __future__ import annotations
 
+import copy
 from typing import Callable, Mapping, Optional
 
 import numpy as np
@@ -22,6 +23,9 @@ from audit.algorithms.genefl import (GeneFL, cluster_clients, data_subspace, fin
 from audit.fl.models import layer_names
 
 __all__ = ["simulate"]
+
+#: the share of each agnostic client's pool that is its test split
+AGNOSTIC_TEST_FRACTION = 0.3
 
 
 def _cluster_run(c: Mapping, k: int, members: list, fed_k, model_fn, pnames: list,
@@ -95,6 +99,41 @@ def _load_cluster(path: Optional[str], key: str, device: str) -> Optional[dict]:
     return saved["result"] if saved.get("key") == key else None
 
 
+def _agnostic_holdout(ds, pool: np.ndarray, parts: list, agn, test_fraction: float,
+                      split_rng: np.random.Generator, fraction: float, seed: int) -> list:
+    """Each agnostic client's validation split (``agnostic_val_fraction`` > 0): the
+    client's training split as ``make_federated`` drew it (``split_rng``: a copy of the
+    generator it drew with, taken just before, so its draws are replayed and the run's
+    own generator is untouched; checked against the client's tensors), of which
+    ``floor(n_train x fraction)`` examples, drawn by the client's own generator
+    ``[seed, 63, j]``, are held out; the rest (in their original order) is what the client
+    is assigned to a cluster by and fine-tunes on. Per client: the validation and fit
+    tensors and the three index sets (test, val, fit) into ``ds.x_train``."""
+    out = []
+    for j, (p, cl) in enumerate(zip(parts, agn.clients)):
+        idx = split_rng.permutation(np.asarray(pool[p], dtype=np.int64))
+        n_te = int(np.floor(len(idx) * test_fraction))
+        test, train = idx[:n_te], idx[n_te:]
+        if not (len(train) == len(cl.y_train) and
+                torch.equal(ds.y_train[torch.as_tensor(train)], cl.y_train) and
+                torch.equal(ds.x_train[torch.as_tensor(train)], cl.x_train)):
+            raise RuntimeError("agnostic validation split: the replayed client split "
+                               "differs from make_federated's (its drawing changed)")
+        n_va = int(np.floor(len(train) * fraction))
+        if not 1 <= n_va < len(train):
+            raise ValueError(f"agnostic_val_fraction {fraction:g} leaves agnostic client {j} "
+                             f"({len(train)} training examples) {n_va} validation examples "
+                             "and needs at least one in each of validation and fine-tuning")
+        pos = np.random.default_rng([seed, 63, j]).permutation(len(train))
+        va, fit = np.sort(pos[:n_va]), np.sort(pos[n_va:])
+        tva, tfit = torch.as_tensor(va), torch.as_tensor(fit)
+        out.append({"x_val": cl.x_train[tva], "y_val": cl.y_train[tva],
+                    "x_fit": cl.x_train[tfit], "y_fit": cl.y_train[tfit],
+                    "idx": {"test": test.tolist(), "val": train[va].tolist(),
+                            "fit": train[fit].tolist()}})
+    return out
+
+
 def simulate(config: Mapping, seed: int, mode: str = "top", use_dim: bool = True,
              data_dir: Optional[str] = None, device: str = "cpu",
              checkpoint: Optional[str] = None, checkpoint_every: int = 5,
@@ -108,10 +147,19 @@ def simulate(config: Mapping, seed: int, mode: str = "top", use_dim: bool = True
     ``config`` keys: dataset, model, model_kw, known_classes, agnostic_classes, n_known,
     n_agnostic, alpha, clusters, svd_dim, rounds, clients_per_round, local_epochs,
     batch_size, lr, gamma_fraction, lam_gen, lam_elg, fisher_quantile, finetune_steps,
-    finetune_lr. Returns JSON-able data: per cluster the learnGene size per round, the
-    last round's per-client cosines / scores / selections, the cluster genes, the known
-    clients' accuracy, and each agnostic client's accuracy from the gene and from the
-    fresh initial weights alone (``no-gene``, the known-worse reference).
+    finetune_lr; optional agnostic_val_fraction (default 0: no validation split, the run
+    exactly as without the key). Returns JSON-able data: per cluster the learnGene size
+    per round, the last round's per-client cosines / scores / selections, the cluster
+    genes, the known clients' accuracy, and each agnostic client's accuracy from the gene
+    and from the fresh initial weights alone (``no-gene``, the known-worse reference).
+
+    ``agnostic_val_fraction`` > 0: each agnostic client holds out that fraction of its
+    training examples (:func:`_agnostic_holdout`; disjoint from its test split), is
+    assigned to a cluster by and fine-tunes on the rest, and the output gains
+    ``agnostic_val_acc`` (mean over agnostic clients of the gene model's accuracy on the
+    held-out examples, after the same fine-tuning, by the same ``evaluate``), its no-gene
+    counterpart ``agnostic_val_acc_nogene``, ``n_val_agnostic`` and ``agnostic_splits``
+    (per client the test, val and fit indices into the dataset's training arrays).
 
     ``checkpoint``: a file path prefix (None: no checkpoints). Cluster k's engine run
     saves and resumes at ``{checkpoint}.cluster{k}`` every ``checkpoint_every`` rounds
@@ -131,6 +179,9 @@ def simulate(config: Mapping, seed: int, mode: str = "top", use_dim: bool = True
     from audit.fl.models import build_model
 
     c = dict(config)
+    val_frac = float(c.get("agnostic_val_fraction", 0.0))
+    if not 0.0 <= val_frac < 1.0:
+        raise ValueError(f"agnostic_val_fraction must lie in [0, 1), got {val_frac}")
     ds = D.load_dataset(c["dataset"], data_dir=data_dir, seed=0)
     shape = tuple(ds.x_train.shape[1:])
     model_fn = lambda: build_model(c["model"], ds.num_classes, shape[0], shape[-1],
@@ -147,7 +198,12 @@ def simulate(config: Mapping, seed: int, mode: str = "top", use_dim: bool = True
     agn_parts = D.dirichlet_partition(ytr[agn_pool], c["n_agnostic"], c["alpha"], rng,
                                       min_size=c.get("agnostic_min_size", 20))
     known = D.make_federated(ds, [known_pool[p] for p in known_parts], 0.0, 0.2, rng)
-    agn = D.make_federated(ds, [agn_pool[p] for p in agn_parts], 0.0, 0.3, rng)
+    # a copy of the generator (no draw) replays the agnostic splits for the holdout below
+    split_rng = copy.deepcopy(rng) if val_frac > 0 else None
+    agn = D.make_federated(ds, [agn_pool[p] for p in agn_parts], 0.0, AGNOSTIC_TEST_FRACTION,
+                           rng)
+    holdout = (_agnostic_holdout(ds, agn_pool, agn_parts, agn, AGNOSTIC_TEST_FRACTION,
+                                 split_rng, val_frac, seed) if val_frac > 0 else None)
     labels = cluster_clients([cl.x_train for cl in known.clients], c["clusters"],
                              c["svd_dim"], seed)
     test_known = torch.as_tensor(np.isin(ds.y_test.numpy(), c["known_classes"]))
@@ -186,15 +242,20 @@ def simulate(config: Mapping, seed: int, mode: str = "top", use_dim: bool = True
     sl = layer_state_keys(template)
     agn_rows = []
     for j, cl in enumerate(agn.clients):
-        k = nearest_cluster(cl.x_train, cluster_x, c["svd_dim"])
+        hold = holdout[j] if holdout else None  # None: the whole training split is used
+        x_fit, y_fit = (cl.x_train, cl.y_train) if hold is None else (hold["x_fit"],
+                                                                       hold["y_fit"])
+        k = nearest_cluster(x_fit, cluster_x, c["svd_dim"])
         row = {"client": j, "cluster": k}
         steps = c["finetune_steps"]
         for name, start in (("gene", inherit(theta0, finals[k], genes[k], sl)),
                             ("no-gene", theta0)):
-            st = finetune(template, start, cl.x_train, cl.y_train, steps,
+            st = finetune(template, start, x_fit, y_fit, steps,
                           c["finetune_lr"], c["batch_size"],
                           np.random.default_rng([seed, 61, j]))
             row[name] = evaluate(template, st, cl.x_test, cl.y_test)[0]
+            if hold is not None:  # the validation read-out: same model, same code
+                row[f"{name}-val"] = evaluate(template, st, hold["x_val"], hold["y_val"])[0]
             if name == "gene":
                 # the planted handicap for assay sensitivity (issue 16, item 6): the same
                 # model's test predictions, each replaced with probability p by a label
@@ -213,6 +274,11 @@ def simulate(config: Mapping, seed: int, mode: str = "top", use_dim: bool = True
         [a for cl in out["clusters"] for a in cl["client_acc"]]))
     out["n_train_known"] = sizes
     out["n_test_agnostic"] = [len(cl.y_test) for cl in agn.clients]
+    if holdout:
+        out["agnostic_val_acc"] = float(np.mean([r["gene-val"] for r in agn_rows]))
+        out["agnostic_val_acc_nogene"] = float(np.mean([r["no-gene-val"] for r in agn_rows]))
+        out["n_val_agnostic"] = [len(h["y_val"]) for h in holdout]
+        out["agnostic_splits"] = [h["idx"] for h in holdout]
     out["final_states"] = finals  # not JSON: callers drop it (kept for the perturbation test)
     for f in done_files:  # finished: the result is cached by the runner
         if os.path.exists(f):

@@ -165,6 +165,10 @@ def run(spec: RunSpec, ctx: RunContext) -> dict:
     res = {k: out[k] for k in ("gamma", "n_layers", "known_acc", "agnostic_acc",
                                "agnostic_acc_nogene", "agnostic_acc_planted", "cluster_of",
                                "n_test_agnostic")}
+    if "agnostic_val_acc" in out:  # agnostic_val_fraction > 0: the validation read-out
+        res["agnostic_val_acc"] = out["agnostic_val_acc"]
+        res["agnostic_val_acc_nogene"] = out["agnostic_val_acc_nogene"]
+        res["n_val_agnostic"] = out["n_val_agnostic"]
     res["genes"] = [c["gene"] for c in out["clusters"]]
     res["gene_param_bytes"] = [c["gene_param_bytes"] for c in out["clusters"]]
     dims = out["clusters"][0]["dims"]
@@ -603,6 +607,7 @@ CLAIM = Claim(
     stochastic=True,
     default_seeds=D.DEFAULT_SEEDS,
     validation_metrics=D.VALIDATION_METRICS,
+    regime_maps=D.REGIME_MAPS,
     scales=SCALES,
     run=run,
     analyse=analyse,
