@@ -15,8 +15,8 @@ where the effect plausibly turns, a validation metric, tuning seeds, a budget) a
 3. each cell's paired per-seed difference A - B gets a two-sided Student-t interval at
    the map's level; the cell **shows** the effect when the interval lies above 0,
    **reverses** it when it lies below, and is **unclear** otherwise (:func:`cell_status`);
-4. the chosen cell is the showing cell with the highest lower bound; none when no cell
-   shows it (:func:`choose`). A screen on three seeds picks the best of many cells, so
+4. the chosen cell is, among the cells of the second rung, the showing one with the
+   highest lower bound; none when none of them shows it (:func:`choose`). A screen on three seeds picks the best of many cells, so
    its numbers are optimistic: the verdict runs on fresh seeds, and that run (not the
    map) says whether the effect is there.
 
@@ -48,10 +48,13 @@ STATUSES = ("shows", "reverses", "unclear")
 RULE = ("A cell **shows** the paper's effect when the two-sided {level:.0%} Student-t "
         "interval of the paired per-seed difference A - B ({a} - {b}, {metric}, validation "
         "data) lies above 0, **reverses** it when the interval lies below 0, and is "
-        "**unclear** otherwise. The chosen cell is the showing cell with the highest lower "
-        "bound; when no cell shows the effect, none is chosen and the scale keeps its "
-        "stated setting. A screen on few tuning seeds picks the best of many cells, so its "
-        "numbers are optimistic; the verdict is read on fresh verdict seeds.")
+        "**unclear** otherwise. The cells with the highest means get more seeds (the "
+        "second rung), and the chosen cell is the one among them that shows the effect "
+        "with the highest lower bound; a cell that shows it on the first rung's seeds "
+        "alone is not chosen (among many cells one does by chance). When none shows it, "
+        "none is chosen and the scale keeps its stated setting. A screen on few tuning "
+        "seeds picks the best of many cells, so its numbers are optimistic; the verdict is "
+        "read on fresh verdict seeds.")
 
 
 def cell_stats(diffs: Sequence[float], level: float) -> dict:
@@ -85,10 +88,15 @@ def cell_status(low: float, high: float) -> str:
 
 
 def choose(cells: Sequence[Mapping]) -> int | None:
-    """The index of the showing cell with the highest lower bound (the first on a tie),
-    or None when no cell shows the effect."""
+    """The index of the showing cell with the highest lower bound (the first on a tie)
+    among the cells that reached the second rung (every cell when none did), or None
+    when none of them shows the effect. A cell that shows the effect on the first rung's
+    few seeds alone is not chosen: with many cells one shows by chance (the LIPS map's
+    first run had a cell at +0.67 on 3 seeds fall to -0.06 on 6)."""
+    pool = [i for i, c in enumerate(cells) if c.get("refined")] or range(len(cells))
     best = None
-    for i, c in enumerate(cells):
+    for i in pool:
+        c = cells[i]
         if c["stats"]["status"] == "shows" and (
                 best is None or c["stats"]["low"] > cells[best]["stats"]["low"]):
             best = i

@@ -118,6 +118,15 @@ def test_a_foreign_or_corrupt_map_file_is_one_clear_error(tmp_path, bad):
         regime.read(tmp_path, "toy-claim")
 
 
+def test_only_a_cell_of_the_second_rung_is_chosen():
+    shows = {"status": "shows", "low": 2.0}
+    cells = [{"stats": shows}, {"stats": {"status": "shows", "low": 1.0}, "refined": True},
+             {"stats": {"status": "unclear", "low": -1.0}, "refined": True}]
+    assert regime.choose(cells) == 1  # cell 0 shows it on the first rung only
+    assert regime.choose(cells[:1]) == 0  # no second rung: every cell may be chosen
+    assert regime.choose([cells[0], cells[2]]) is None
+
+
 def test_cell_statistics():
     st = regime.cell_stats([1.0, 1.2, 0.8], 0.9)
     assert st["status"] == "shows" and st["low"] > 0
