@@ -382,9 +382,8 @@ def markdown(maps: Sequence[Mapping], figure_link: str | None = None) -> list[st
                       + ", ".join(f"`{k}` = {c['labels'].get(k)}" for k in keys)
                       + f" ({_f(c['stats']['mean'])}, interval [{_f(c['stats']['low'])}, "
                       f"{_f(c['stats']['high'])}] on {c['stats']['n']} tuning seeds)."]
-        if d.get("verdict_setting"):
-            lines += [f"The verdict at this scale uses: {d['verdict_setting']}"
-                      + (f" {d['chosen_note']}" if d.get("chosen_note") else "")]
+        lines += ["What the verdict at this scale uses, and why, is under \"How the "
+                  "settings were chosen\" above."]
         lines += [""]
     if figure_link:
         lines += [f"![regime map]({figure_link})", ""]

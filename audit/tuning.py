@@ -109,8 +109,9 @@ class RegimeMap:
       before it ran; the report prints it beside what it took.
     - ``scale_by``: a factor for display (100: accuracy in points).
     - ``level``: the two-sided level of each cell's Student-t interval.
-    - ``verdict_setting``: what the verdict run at this scale uses, in words, and
-      ``chosen_note`` why (filled in after the map ran, before any verdict seed ran).
+
+    What the verdict then uses, and why, is a :class:`Search` record of the same scale,
+    written after the map ran and before any verdict seed ran at the chosen setting.
     """
 
     scale: str
@@ -127,8 +128,6 @@ class RegimeMap:
     unit: str = ""
     level: float = 0.9
     why: str = ""
-    verdict_setting: str = ""
-    chosen_note: str = ""
     metric_b: str = ""
 
     def metrics(self) -> tuple[str, str]:
@@ -189,8 +188,7 @@ class RegimeMap:
                 "refine_seeds": self.refine_seeds, "fixed": dict(self.fixed),
                 "budget_s": self.budget_s, "budget_units": self.budget_units(),
                 "scale_by": self.scale_by, "unit": self.unit, "level": self.level,
-                "why": self.why, "verdict_setting": self.verdict_setting,
-                "chosen_note": self.chosen_note}
+                "why": self.why}
 
 
 # ------------------------------------------------------------------------------ pilots

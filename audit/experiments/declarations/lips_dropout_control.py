@@ -627,6 +627,20 @@ SEARCHES = (
             "(SD 0.54)",
             "40 clients (the chosen setting): 0.9: 1.97 (SD 0.83)"),
            "short_fraction 0.9 (54 of 60 rounds)", "the fraction whose gap is closest to d"),
+    Search("smoke", "data per client, depth, heterogeneity and LIPS's (tau0, k) at smoke "
+           "scale: where LIPS's own gain over FedBN shows on validation data (the regime "
+           "map below: 16 cells, 3 tuning seeds each, 6 for the two with the highest "
+           "means)", tuning_seeds(6),
+           ("20 images a client: LIPS - FedBN from +0.11 to +1.67 points on 3 seeds, none "
+            "with its interval above 0",
+            "60 images a client: from -1.11 to +0.67, LIPS behind FedBN in 6 of 8 cells",
+            "second rung (6 seeds): VGG, 20 images, Dir(0.1), (0.2, 5) +0.22, [-1.54, "
+            "+1.99]; ResNet-8, 20 images, Dir(0.5), (0.5, 10) +0.83, [-0.71, +2.37]"),
+           "none: the smoke setting is unchanged (VGG width 0.25, 20 images a client, "
+           "Dir(0.1), the (tau0, k) grid of the arms)",
+           "no cell of the second rung shows the effect; one first-rung cell (VGG, 60 "
+           "images, Dir(0.5), (0.2, 5): +0.67 on 3 seeds) did, and fell to -0.06 on 6 in "
+           "an earlier run of the map, which is why only second-rung cells may be chosen"),
 )
 
 PAPER_NUMBERS = (
