@@ -631,8 +631,8 @@ SEARCHES = (
            "scale: where LIPS's own gain over FedBN shows on validation data (the regime "
            "map below: 16 cells, 3 tuning seeds each, 6 for the two with the highest "
            "means)", tuning_seeds(6),
-           ("20 images a client: LIPS - FedBN from +0.11 to +1.67 points on 3 seeds, none "
-            "with its interval above 0",
+           ("20 images a client: LIPS - FedBN from +0.11 to +1.44 points in the six cells "
+            "left at 3 seeds, none with its interval above 0",
             "60 images a client: from -1.11 to +0.67, LIPS behind FedBN in 6 of 8 cells",
             "second rung (6 seeds): VGG, 20 images, Dir(0.1), (0.2, 5) +0.22, [-1.54, "
             "+1.99]; ResNet-8, 20 images, Dir(0.5), (0.5, 10) +0.83, [-0.71, +2.37]"),
