@@ -305,9 +305,17 @@ def shape_problem(doc: Any, claim_id: str) -> str | None:
         if not isinstance(m, dict) or not isinstance(m.get("declared"), dict):
             return "a map without its declaration"
         d = m["declared"]
-        if not isinstance(d.get("axes"), dict) or not isinstance(d.get("effect"), list) \
-                or len(d["effect"]) != 2:
-            return "a declaration without axes or effect"
+        if not isinstance(d.get("axes"), dict) or not d["axes"] or \
+                not all(isinstance(v, list) for v in d["axes"].values()) or \
+                not isinstance(d.get("effect"), list) or len(d["effect"]) != 2 or \
+                not all(isinstance(g, str) for g in d["effect"]):
+            return "a declaration without axes (lists of values) or an effect (two names)"
+        if not all(_num(d.get(k)) for k in ("seeds", "refine", "refine_seeds", "budget_s",
+                                            "budget_units", "level")) or \
+                not isinstance(d.get("fixed", {}), dict):
+            return "a declaration whose sizes are not numbers"
+        if not all(isinstance(m.get(k, {}), dict) for k in ("spent", "environment")):
+            return "a map whose spending or environment is not an object"
         cells = m.get("cells")
         if not isinstance(cells, list) or not cells:
             return "a map without cells"
@@ -317,6 +325,9 @@ def shape_problem(doc: Any, claim_id: str) -> str | None:
                     not all(_num(st.get(k)) for k in ("mean", "sd", "n", "low", "high")) \
                     or not isinstance(c.get("labels"), dict):
                 return "a cell without labels, statistics or a known status"
+            if not all(isinstance(c.get(k, []), list) and all(_num(x) for x in c.get(k, []))
+                       for k in ("a", "b", "diff", "seeds")):
+                return "a cell whose per-seed values are not lists of numbers"
         ch = m.get("chosen")
         if ch is not None and (not isinstance(ch, int) or isinstance(ch, bool)
                                or not 0 <= ch < len(cells)):

@@ -99,6 +99,25 @@ def test_the_map_is_written_beside_the_report_and_printed_in_it(toy, tmp_path):
     assert "regime map" not in (out / f"{claim.id}.md").read_text()
 
 
+def test_a_map_file_of_odd_types_is_refused_before_it_is_rendered(toy, tmp_path):
+    """Every type the renderer reads is checked: a hostile file is one clear error, never
+    a crash midway through writing a report."""
+    m = regime.run(_claim(toy), _map(), cache=Cache(tmp_path / "c"), backend=LocalBackend())
+    regime.write(tmp_path, "toy-claim", [m])
+    good = json.loads((tmp_path / "toy-claim" / "regime.json").read_text())
+    assert regime.shape_problem(good, "toy-claim") is None
+    for path, value in ((("declared", "axes"), {"effect": 5}),
+                        (("declared", "effect"), ["a", 3]),
+                        (("declared", "seeds"), "3"), (("spent",), []),
+                        (("cells", 0, "a"), ["x"]), (("cells", 0, "seeds"), 7)):
+        doc = json.loads(json.dumps(good))
+        node = doc["maps"][0]
+        for key in path[:-1]:
+            node = node[key]
+        node[path[-1]] = value
+        assert regime.shape_problem(doc, "toy-claim"), path
+
+
 @pytest.mark.parametrize("bad", [
     [], {"schema": "x"}, {"schema": regime.SCHEMA, "id": "other", "maps": []},
     {"schema": regime.SCHEMA, "id": "toy-claim", "maps": [{"declared": {}}]},
