@@ -26,7 +26,6 @@ like any report, as hostile input (:func:`read`).
 """
 from __future__ import annotations
 
-import dataclasses
 import json
 import math
 import time
@@ -164,8 +163,7 @@ def _check(claim: Claim, rmap: RegimeMap) -> None:
 def run(claim: Claim, rmap: RegimeMap, *, cache, backend, device: str = "cpu",
         data_dir: str | None = None, progress: Callable[[str], None] | None = None) -> dict:
     """Run one declared map and return it as a JSON-able dict (see the module doc)."""
-    from audit.keys import data_identity
-    from audit.runner import checked_result, environment, make_context
+    from audit.runner import environment, make_context, run_units
 
     _check(claim, rmap)
     points = rmap.points()
@@ -180,29 +178,19 @@ def run(claim: Claim, rmap: RegimeMap, *, cache, backend, device: str = "cpu",
     def measure(over: Mapping, seeds: Sequence[int], labels: Mapping):
         ctx = make_context(claim, rmap.scale, seeds=list(seeds), device=device,
                            data_dir=data_dir, overrides=over)
-        if cache.enabled and ctx.checkpoint_dir is None:
-            ctx = dataclasses.replace(ctx, checkpoint_dir=str(cache.root / "checkpoints"))
-        version, data = ctx.cache_version(), data_identity(ctx)
         specs = _effect_specs(claim.unit_specs(ctx), rmap.effect, claim.id)
-        results, todo = {}, {}
-        for spec in specs:
-            material = cache.key_material(claim.id, spec, ctx, version, data)
-            hit = cache.load(material)
-            if hit is None:
-                todo[spec] = material
-            else:
-                results[spec] = hit
-        counts["cached"] += len(results)
-        for spec, result in backend.imap(claim, ctx, list(todo)):
-            result = checked_result(claim, spec, result)
-            cache.store(todo[spec], result)  # nothing lost when the map is interrupted
-            results[spec] = result
-            counts["computed"] += 1
+
+        def step(_spec):
             done[0] += 1
             if progress is not None:
                 progress(f"regime map {claim.id} ({rmap.scale}): {done[0]} of at most "
                          f"{rmap.budget_units()} runs computed; cell "
                          + ", ".join(f"{k} {v}" for k, v in labels.items()))
+
+        results, computed = run_units(claim, ctx, specs, cache=cache, backend=backend,
+                                      on_result=step)
+        counts["computed"] += computed
+        counts["cached"] += len(specs) - computed
         return [_values(results, g, metric, claim.id)
                 for g, metric in zip(rmap.effect, rmap.metrics())]
 

@@ -654,6 +654,39 @@ def execute(claim: Claim, ctx: RunContext, *, cache: Cache,
                        cached=len(specs) - len(todo) - recomputed, command=command)
 
 
+def run_units(claim: Claim, ctx: RunContext, specs: Sequence[RunSpec], *, cache: Cache,
+              backend: Any = None, on_result: Callable[[RunSpec], None] | None = None
+              ) -> tuple[dict[RunSpec, dict], int]:
+    """Results of ``specs`` under ``ctx`` from the cache where possible, the rest through
+    ``backend`` (one at a time here by default), each checked and cached the moment it
+    arrives; ``on_result(spec)`` after each computed unit. Returns (results, how many were
+    computed). For pilots and regime maps: units without analysis or verdict."""
+    backend = backend or LocalBackend()
+    if cache.enabled and ctx.checkpoint_dir is None:
+        ctx = dataclasses.replace(ctx, checkpoint_dir=str(cache.root / "checkpoints"))
+    version, data = ctx.cache_version(), data_identity(ctx)
+    results: dict[RunSpec, dict] = {}
+    todo: dict[RunSpec, dict] = {}
+    for spec in specs:
+        material = cache.key_material(claim.id, spec, ctx, version, data)
+        hit = cache.load(material)
+        if hit is None:
+            todo[spec] = material
+        else:
+            results[spec] = hit
+    threads = torch_threads()
+    try:
+        for spec, result in _guarded(claim, backend.imap(claim, ctx, list(todo))):
+            result = checked_result(claim, spec, result)
+            cache.store(todo[spec], result)  # nothing lost when interrupted
+            results[spec] = result
+            if on_result is not None:
+                on_result(spec)
+    finally:
+        _set_torch_threads(threads)  # a unit's own setting does not outlive the call
+    return results, len(todo)
+
+
 def _plugin_name(claim: Claim) -> str:
     return f"claim {claim.id!r}" + (f" (plugin {claim.origin})" if claim.origin else "")
 

@@ -269,8 +269,7 @@ def pilot(claim, scale: str, grid: Mapping[str, Sequence], arms: Sequence[str],
         raise AuditError(f"{problem}: tune on a validation metric, or pass "
                          f"--allow-test-metric to run the pilot anyway (flag the Search "
                          f"record it leads to: test_metric_read=True)")
-    from audit.keys import data_identity
-    from audit.runner import make_context
+    from audit.runner import make_context, run_units
 
     if n_seeds < 2:
         raise AuditError(f"a pilot needs at least 2 tuning seeds, got {n_seeds}")
@@ -297,22 +296,21 @@ def pilot(claim, scale: str, grid: Mapping[str, Sequence], arms: Sequence[str],
                 for point in grid_points(grid)]
     rows = []
     for point, ctx in contexts:
-        if cache.enabled and ctx.checkpoint_dir is None:
-            import dataclasses
-
-            ctx = dataclasses.replace(ctx, checkpoint_dir=str(cache.root / "checkpoints"))
         specs = [s for s in claim.unit_specs(ctx) if s.arm in arms]
         if not specs:
             raise AuditError(f"no units of arm(s) {', '.join(arms)} in {claim.id!r}; arms: "
                              f"{', '.join(a.name for a in claim.arms)}")
-        data = data_identity(ctx)
+        done = [0]
+
+        def step(_spec, point=point, n=len(specs)):
+            done[0] += 1
+            if progress is not None:
+                progress(f"pilot {point or '(base)'}: {done[0]}/{n} units computed")
+
+        results, _ = run_units(claim, ctx, specs, cache=cache, on_result=step)
         values: dict[str, dict[int, float]] = {}
-        for k, spec in enumerate(specs):
-            material = cache.key_material(claim.id, spec, ctx, ctx.cache_version(), data)
-            result = cache.load(material)
-            if result is None:
-                result = claim.run(spec, ctx)
-                cache.store(material, result)
+        for spec in specs:
+            result = results[spec]
             if metric not in result:
                 raise AuditError(f"unit {spec.label()} of {claim.id!r} has no metric "
                                  f"{metric!r}; keys: {', '.join(sorted(result))}")
@@ -323,8 +321,6 @@ def pilot(claim, scale: str, grid: Mapping[str, Sequence], arms: Sequence[str],
                                  f"value is one number a unit")
             group = spec.arm if not spec.setting else f"{spec.arm}/{spec.setting}"
             values.setdefault(group, {})[spec.seed] = float(result[metric])
-            if progress is not None:
-                progress(f"pilot {point or '(base)'}: {k + 1}/{len(specs)} units")
         row_c = None
         if contrast:
             a, b = (values.get(g) for g in contrast)
