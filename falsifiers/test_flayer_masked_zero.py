@@ -131,8 +131,12 @@ def test_premise_and_parts_are_declared(result):
     kinds = {p.id: p.kind for p in v.parts}
     assert kinds == {"structural": "derivation", "collapse": "experiment",
                      "carry-over-vs-literal": "experiment",
-                     "collapse-global": "measurement", "head-size": "measurement"}
+                     "collapse-global": "measurement", "head-size": "measurement",
+                     "weight-map": "measurement"}
     assert "0.054" in v.part("collapse").rule  # the margin's value, printed from params
+    # the accuracy-to-weight map of Eq. 2 under each reading, measured (major comment 2)
+    reason = v.part("weight-map").reason
+    assert all(f"A_l {r}" in reason for r in ("identity", "relative", "half")), reason
     if not v.premise.reproduced:
         assert v.part("collapse").verdict.value == "INCONCLUSIVE"
 
