@@ -140,9 +140,10 @@ class RegimeMap:
             raise AuditError(f"regime map at {self.scale}: effect must be two groups (A, B)")
         if not self.axes or any(not isinstance(v, tuple) or not v for v in self.axes.values()):
             raise AuditError(f"regime map at {self.scale}: every axis needs a tuple of values")
-        if self.seeds < 2 or self.refine < 0 or self.refine_seeds < 0:
-            raise AuditError(f"regime map at {self.scale}: at least 2 seeds a cell, and no "
-                             f"negative refinement")
+        if self.seeds < 2 or self.refine < 0 or self.refine_seeds < 0 or \
+                self.refine_seeds == 1:
+            raise AuditError(f"regime map at {self.scale}: at least 2 seeds a cell, and a "
+                             f"second rung of 0 or at least 2 more seeds (a run takes two)")
         if self.level not in MAP_LEVELS:
             raise AuditError(f"regime map at {self.scale}: level must be one of {MAP_LEVELS}")
         if self.cells() > MAX_GRID_POINTS:

@@ -74,6 +74,8 @@ def test_a_map_never_reads_a_test_metric_nor_an_unknown_key(toy, tmp_path):
                    backend=LocalBackend())
     with pytest.raises(AuditError, match="effect must be two groups"):
         _map(effect=("better",))
+    with pytest.raises(AuditError, match="at least 2 more seeds"):
+        _map(refine=1, refine_seeds=1)
 
 
 def test_the_map_is_written_beside_the_report_and_printed_in_it(toy, tmp_path):
