@@ -180,7 +180,7 @@ def run(claim: Claim, rmap: RegimeMap, *, cache, backend, device: str = "cpu",
                            data_dir=data_dir, overrides=over)
         specs = _effect_specs(claim.unit_specs(ctx), rmap.effect, claim.id)
 
-        def step(_spec):
+        def step(_spec, _result):
             done[0] += 1
             if progress is not None:
                 progress(f"regime map {claim.id} ({rmap.scale}): {done[0]} of at most "

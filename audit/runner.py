@@ -655,12 +655,14 @@ def execute(claim: Claim, ctx: RunContext, *, cache: Cache,
 
 
 def run_units(claim: Claim, ctx: RunContext, specs: Sequence[RunSpec], *, cache: Cache,
-              backend: Any = None, on_result: Callable[[RunSpec], None] | None = None
+              backend: Any = None,
+              on_result: Callable[[RunSpec, dict], None] | None = None
               ) -> tuple[dict[RunSpec, dict], int]:
     """Results of ``specs`` under ``ctx`` from the cache where possible, the rest through
     ``backend`` (one at a time here by default), each checked and cached the moment it
-    arrives; ``on_result(spec)`` after each computed unit. Returns (results, how many were
-    computed). For pilots and regime maps: units without analysis or verdict."""
+    arrives; ``on_result(spec, result)`` after each computed unit (it may raise to stop
+    early: what was computed stays cached). Returns (results, how many were computed).
+    For pilots and regime maps: units without analysis or verdict."""
     backend = backend or LocalBackend()
     if cache.enabled and ctx.checkpoint_dir is None:
         ctx = dataclasses.replace(ctx, checkpoint_dir=str(cache.root / "checkpoints"))
@@ -681,7 +683,7 @@ def run_units(claim: Claim, ctx: RunContext, specs: Sequence[RunSpec], *, cache:
             cache.store(todo[spec], result)  # nothing lost when interrupted
             results[spec] = result
             if on_result is not None:
-                on_result(spec)
+                on_result(spec, result)
     finally:
         _set_torch_threads(threads)  # a unit's own setting does not outlive the call
     return results, len(todo)

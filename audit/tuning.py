@@ -249,6 +249,16 @@ def test_metric_problem(claim, metric: str) -> str:
     return ""
 
 
+def _check_metric(claim, spec, result: Mapping, metric: str) -> None:
+    if metric not in result:
+        raise AuditError(f"unit {spec.label()} of {claim.id!r} has no metric {metric!r}; "
+                         f"keys: {', '.join(sorted(result))}")
+    if isinstance(result[metric], bool) or not isinstance(result[metric], (int, float)):
+        raise AuditError(f"metric {metric!r} of {claim.id!r} is not a number (it is "
+                         f"{type(result[metric]).__name__}); choose a key whose value is "
+                         f"one number a unit")
+
+
 def pilot(claim, scale: str, grid: Mapping[str, Sequence], arms: Sequence[str],
           metric: str, n_seeds: int = 3, *, cache, overrides: Mapping | None = None,
           contrast: Sequence[str] = (), device: str = "cpu", data_dir: str | None = None,
@@ -303,7 +313,8 @@ def pilot(claim, scale: str, grid: Mapping[str, Sequence], arms: Sequence[str],
                              f"{', '.join(a.name for a in claim.arms)}")
         done = [0]
 
-        def step(_spec, point=point, n=len(specs)):
+        def step(spec, result, point=point, n=len(specs)):
+            _check_metric(claim, spec, result, metric)  # the first bad unit stops the pilot
             done[0] += 1
             if progress is not None:
                 progress(f"pilot {point or '(base)'}: {done[0]}/{n} units computed")
@@ -312,14 +323,7 @@ def pilot(claim, scale: str, grid: Mapping[str, Sequence], arms: Sequence[str],
         values: dict[str, dict[int, float]] = {}
         for spec in specs:
             result = results[spec]
-            if metric not in result:
-                raise AuditError(f"unit {spec.label()} of {claim.id!r} has no metric "
-                                 f"{metric!r}; keys: {', '.join(sorted(result))}")
-            if isinstance(result[metric], bool) or not isinstance(result[metric],
-                                                                  (int, float)):
-                raise AuditError(f"metric {metric!r} of {claim.id!r} is not a number (it "
-                                 f"is {type(result[metric]).__name__}); choose a key whose "
-                                 f"value is one number a unit")
+            _check_metric(claim, spec, result, metric)  # cached units too
             group = spec.arm if not spec.setting else f"{spec.arm}/{spec.setting}"
             values.setdefault(group, {})[spec.seed] = float(result[metric])
         row_c = None
