@@ -37,7 +37,7 @@ import numpy as np
 from audit import safeio
 from audit.claims import Claim
 from audit.errors import AuditError
-from audit.tuning import RegimeMap, test_metric_problem, tuning_seeds
+from audit.tuning import RegimeMap, group_of, test_metric_problem, tuning_seeds
 
 SCHEMA = "audit-regime-map/1"
 FILE = "regime.json"
@@ -102,8 +102,7 @@ def choose(cells: Sequence[Mapping]) -> int | None:
     return best
 
 
-def _group(spec) -> str:
-    return spec.arm if not spec.setting else f"{spec.arm}/{spec.setting}"
+_group = group_of
 
 
 def _effect_specs(specs, effect: Sequence[str], claim_id: str) -> list:
@@ -244,23 +243,13 @@ def write(out_dir: Path, claim_id: str, maps: Sequence[Mapping]) -> Path:
     cid = safeio.check_name(claim_id, "id", "regime map")
     folder = safeio.make_dir(out_dir, out_dir / cid)
     doc = {"schema": SCHEMA, "id": cid, "maps": list(maps)}
-    text = json.dumps(_finite(doc), indent=2, allow_nan=False) + "\n"
+    text = json.dumps(safeio.strict_json(doc), indent=2, allow_nan=False) + "\n"
     png = figure(doc)
     path = safeio.inside(out_dir, folder / FILE)
     if png is not None:
         safeio.atomic_write(safeio.inside(out_dir, folder / FIGURE), png)
     safeio.atomic_write(path, text)
     return path
-
-
-def _finite(obj: Any) -> Any:
-    if isinstance(obj, float) and not math.isfinite(obj):
-        return None
-    if isinstance(obj, dict):
-        return {k: _finite(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [_finite(v) for v in obj]
-    return obj
 
 
 def read(out_dir: Path, claim_id: str) -> list[dict] | None:

@@ -83,16 +83,7 @@ def to_json(result: ClaimResult) -> dict:
     }
 
 
-def strict_json(obj: Any) -> Any:
-    """``obj`` with every non-finite float as null: reports are strict JSON (no bare NaN
-    or Infinity, which other JSON readers refuse)."""
-    if isinstance(obj, float):
-        return obj if math.isfinite(obj) else None
-    if isinstance(obj, Mapping):
-        return {k: strict_json(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [strict_json(v) for v in obj]
-    return obj
+strict_json = safeio.strict_json  # re-exported where callers import it
 
 
 def _tuning_run(seeds) -> bool:

@@ -357,3 +357,18 @@ def mark_output_folder(out_dir: Path) -> None:
         raise AuditError(f"cannot create folder {str(out_dir)!r} ({exc.strerror or exc})") \
             from None
     atomic_write(marker, _MARKER_TEXT)
+
+
+def strict_json(obj):
+    """``obj`` with every non-finite float as null: reports and regime maps are strict
+    JSON (no bare NaN or Infinity, which other JSON readers refuse)."""
+    import math
+    from collections.abc import Mapping
+
+    if isinstance(obj, float):
+        return obj if math.isfinite(obj) else None
+    if isinstance(obj, Mapping):
+        return {k: strict_json(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [strict_json(v) for v in obj]
+    return obj

@@ -249,6 +249,11 @@ def test_metric_problem(claim, metric: str) -> str:
     return ""
 
 
+def group_of(spec) -> str:
+    """A unit's group in pilots and regime maps: its arm, or ``arm/setting``."""
+    return spec.arm if not spec.setting else f"{spec.arm}/{spec.setting}"
+
+
 def _check_metric(claim, spec, result: Mapping, metric: str) -> None:
     if metric not in result:
         raise AuditError(f"unit {spec.label()} of {claim.id!r} has no metric {metric!r}; "
@@ -324,7 +329,7 @@ def pilot(claim, scale: str, grid: Mapping[str, Sequence], arms: Sequence[str],
         for spec in specs:
             result = results[spec]
             _check_metric(claim, spec, result, metric)  # cached units too
-            group = spec.arm if not spec.setting else f"{spec.arm}/{spec.setting}"
+            group = group_of(spec)
             values.setdefault(group, {})[spec.seed] = float(result[metric])
         row_c = None
         if contrast:
