@@ -133,11 +133,16 @@ class RunContext:
     # ``Claim.plugin_version()`` of the claim being run ("" for a built-in claim), set by
     # the runner: a checkpoint's key carries it as the run cache's key does
     plugin_version: str = field(default="", compare=False, repr=False)
+    # ``Claim.code_module()``: the package module holding the claim's ``run``, set by the
+    # runner, whose import closure is the code every key of this run hashes ("": the whole
+    # package, as for a claim outside it)
+    code_module: str = field(default="", compare=False, repr=False)
 
     def cache_version(self) -> str:
         """The code version every key of this run carries (run cache, checkpoints, stored
-        estimates): the package's source hash plus the claim's plugin version."""
-        return _keys.code_version() + self.plugin_version
+        estimates): the hash of the source the claim's ``run`` can reach by import
+        (:func:`audit.keys.claim_code_version`), plus the claim's plugin version."""
+        return _keys.claim_code_version(self.code_module) + self.plugin_version
 
     def checkpoint(self, spec: "RunSpec") -> str | None:
         """A checkpoint file for one unit (engine runs save and resume there), or None.
@@ -320,6 +325,12 @@ class Claim:
 
     def locks(self) -> dict[str, dict]:
         return read_locks(self.locks_path()).get(self.id, {})
+
+    def code_module(self) -> str:
+        """The package module holding :attr:`run` when it is one of the ``audit``
+        package's own modules (its import closure keys the cache), else ``""``."""
+        name = getattr(self.run, "__module__", "") or ""
+        return name if name.startswith("audit.") else ""
 
     def plugin_version(self) -> str:
         """A hash of :attr:`code_paths` (``""`` for a built-in claim, whose code is in the

@@ -9,8 +9,10 @@ names where they used to live.
 """
 from __future__ import annotations
 
+import ast
 import hashlib
 import os
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +28,75 @@ def code_version() -> str:
         h.update(str(path.relative_to(PACKAGE_DIR)).encode())
         h.update(path.read_bytes())
     return f"{audit.__version__}+{h.hexdigest()[:12]}"
+
+
+def _module_file(name: str) -> Path | None:
+    """The source file of the package module ``name`` (``audit.x.y``), or None."""
+    if name != "audit" and not name.startswith("audit."):
+        return None
+    rel = Path(*name.split(".")[1:])
+    for path in (PACKAGE_DIR / rel / "__init__.py", (PACKAGE_DIR / rel).with_suffix(".py")):
+        if path.is_file():
+            return path
+    return None
+
+
+@lru_cache(maxsize=512)
+def _imports(path: Path, stamp: tuple[int, int]) -> tuple[str, ...]:
+    """The package modules one source file imports, at any depth of it (imports inside
+    functions count): ``import a.b``, ``from a import b`` (b a module or a name of a),
+    relative imports resolved. ``stamp`` (mtime, size) renews the memo on an edit."""
+    tree = ast.parse(path.read_bytes(), filename=str(path))
+    here = ".".join(("audit",) + path.relative_to(PACKAGE_DIR).with_suffix("").parts)
+    package = here[: -len(".__init__")] if here.endswith(".__init__") else here.rpartition(".")[0]
+    found: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = package.split(".")[: len(package.split(".")) - node.level + 1]
+                base = ".".join(anchor + ([base] if base else []))
+            found.add(base)
+            found.update(f"{base}.{alias.name}" for alias in node.names)
+    return tuple(sorted(n for n in found if _module_file(n) is not None))
+
+
+def module_closure(name: str) -> list[str]:
+    """``name`` and every package module it imports, directly or not, with the packages
+    (``__init__``) above each: the source a unit of a claim whose ``run`` lives in
+    ``name`` can execute. Imports made through ``importlib`` are not followed (the
+    package uses it only to discover claims and paper notes, never inside a run)."""
+    todo, seen = [name], set()
+    while todo:
+        mod = todo.pop()
+        if mod in seen or _module_file(mod) is None:
+            continue
+        seen.add(mod)
+        parts = mod.split(".")
+        todo.extend(".".join(parts[:i]) for i in range(1, len(parts)))
+        path = _module_file(mod)
+        st = path.stat()
+        todo.extend(_imports(path, (st.st_mtime_ns, st.st_size)))
+    return sorted(seen)
+
+
+def claim_code_version(module: str = "") -> str:
+    """The code version of a claim whose ``run`` lives in ``module``: a hash of the source
+    of :func:`module_closure` (the claim's own module, its declarations, the engine,
+    statistics and every other package module it reaches by import), so a change
+    elsewhere in the package (the CLI, the reports, another paper's claim) keeps its
+    cached runs. ``module`` empty or outside the package: :func:`code_version`, the whole
+    package (a plugin claim adds its own source's hash, ``Claim.plugin_version``)."""
+    if not module or _module_file(module) is None:
+        return code_version()
+    h = hashlib.sha256(audit.__version__.encode())
+    for mod in module_closure(module):
+        path = _module_file(mod)
+        h.update(str(path.relative_to(PACKAGE_DIR)).encode())
+        h.update(path.read_bytes())
+    return f"{audit.__version__}+{module.rpartition('.')[2]}:{h.hexdigest()[:12]}"
 
 
 def data_identity(ctx: Any) -> dict[str, str]:

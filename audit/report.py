@@ -436,7 +436,9 @@ def render_markdown(data: Mapping, figure_dir: str | None = None) -> str:
               f"- Scale: `{data['scale']}`; config: `{json.dumps(data.get('config', {}), sort_keys=True)}`",
               f"- Environment: python {env.get('python')}, torch {env.get('torch')}, "
               f"numpy {env.get('numpy')}, device {env.get('device')}, commit "
-              f"`{env.get('commit')}`, code `{env.get('code_version')}`, {env.get('date')}"
+              f"`{env.get('commit')}`, code `{env.get('code_version')}`"
+              + (f" (the claim's runs: `{env['claim_code_version']}`)"
+                 if env.get("claim_code_version") else "") + f", {env.get('date')}"
               + (f"; units ran {env['backend']}" + (
                   f", the main process with {env.get('torch_threads')} torch threads"
                   if env.get("torch_threads") else "") if env.get("backend") else ""),

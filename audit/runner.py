@@ -491,7 +491,7 @@ def make_context(claim: Claim, scale: str, seeds=None, device: str = "cpu",
     config.update(check_overrides(claim, scale, overrides or {}))
     return RunContext(claim_id=claim.id, scale=scale, config=config,
                       seeds=resolve_seeds(claim, seeds), device=device, data_dir=data_dir,
-                      plugin_version=claim.plugin_version())
+                      plugin_version=claim.plugin_version(), code_module=claim.code_module())
 
 
 class _PlainProgress:
@@ -588,7 +588,8 @@ def execute(claim: Claim, ctx: RunContext, *, cache: Cache,
         backend = FunctionBackend(runner) if runner is not None else LocalBackend()
     t0 = time.perf_counter()
     # a plugin's own source too, in the cache's and the checkpoints' keys alike
-    ctx = dataclasses.replace(ctx, plugin_version=claim.plugin_version())
+    ctx = dataclasses.replace(ctx, plugin_version=claim.plugin_version(),
+                              code_module=claim.code_module())
     version = ctx.cache_version()
     if cache.enabled and ctx.checkpoint_dir is None:  # long runs checkpoint beside the cache
         ctx = dataclasses.replace(ctx, checkpoint_dir=str(cache.root / "checkpoints"))
@@ -648,8 +649,10 @@ def execute(claim: Claim, ctx: RunContext, *, cache: Cache,
         verdict = verdict_from_parts(claim.id, claim.combination, analysis.parts,
                                      analysis.estimates, getattr(analysis, "premise", None))
         verdict = with_stability(claim, results, ctx, verdict)
+    env = environment(ctx.device, threads, _backend_text(backend))
+    env["claim_code_version"] = version  # the source this claim's units ran (cache key)
     return ClaimResult(claim=claim, ctx=ctx, verdict=verdict, analysis=analysis,
-                       environment=environment(ctx.device, threads, _backend_text(backend)),
+                       environment=env,
                        runtime_s=time.perf_counter() - t0, computed=len(todo) + recomputed,
                        cached=len(specs) - len(todo) - recomputed, command=command)
 
@@ -664,6 +667,8 @@ def run_units(claim: Claim, ctx: RunContext, specs: Sequence[RunSpec], *, cache:
     early: what was computed stays cached). Returns (results, how many were computed).
     For pilots and regime maps: units without analysis or verdict."""
     backend = backend or LocalBackend()
+    ctx = dataclasses.replace(ctx, plugin_version=claim.plugin_version(),
+                              code_module=claim.code_module())
     if cache.enabled and ctx.checkpoint_dir is None:
         ctx = dataclasses.replace(ctx, checkpoint_dir=str(cache.root / "checkpoints"))
     version, data = ctx.cache_version(), data_identity(ctx)
