@@ -5,8 +5,11 @@ registers the claim through the ``audit.claims`` entry point (no edit to this
 repository):
 
     <out>/claim_<module>/__init__.py          (when absent)
-    <out>/claim_<module>/<module>.py          the claim: arms, the one differing piece,
-                                              run, analyse, rule, premise, scales, CLAIM
+    <out>/claim_<module>/declarations/<module>.py
+                                              what the claim declares, as literals: paper,
+                                              margin, seeds, scales, rule text, questions
+    <out>/claim_<module>/<module>.py          its code: the one differing piece and the
+                                              arms, run, analyse, rule, premise, CLAIM
     <out>/falsifiers/test_<module>.py         its falsifier test (lock, rule outcomes)
     <out>/pyproject.toml                      (when absent; else the snippet is printed)
     <out>/conftest.py                         (when absent: loads audit.pytest_plugin)
@@ -136,6 +139,8 @@ def render(claim_id: str, arxiv: str, package: str | None = None,
     pieces = {k: _fill(v, subs) for k, v in SIDE_PIECES[side].items()}
     return {
         f"{package}/__init__.py": _fill(INIT, subs),
+        f"{package}/declarations/__init__.py": DECLARATIONS_INIT,
+        f"{package}/declarations/{module}.py": _fill(DECLARATIONS, {**subs, **pieces}),
         f"{package}/{module}.py": _fill(CLAIM_MODULE, {**subs, **pieces}),
         f"falsifiers/test_{module}.py": _fill(FALSIFIER, {**subs, **pieces}),
         "pyproject.toml": _fill(PYPROJECT, subs),
@@ -195,8 +200,9 @@ def write(claim_id: str, arxiv: str, out_dir: Path | str = ".",
               f"  pytest {out / 'falsifiers' / f'test_{module}.py'} --audit-update-locks"
               f"   # lock it ({out / pkg / 'locks.json'})",
               f"  audit verify {claim_id}",
-              "Then replace every EXAMPLE in the claim module with your claim's own piece, "
-              "margin and texts (docs/WRITING_A_CLAIM.md)."]
+              "Then replace every EXAMPLE with your claim's own: the piece in the claim "
+              f"module, the margin, scales and texts in {pkg}/declarations/{module}.py "
+              "(docs/WRITING_A_CLAIM.md)."]
     if any(p.name == "conftest.py" for p in kept):
         steps.append("  your conftest.py must load the plugin: "
                      "pytest_plugins = [\"audit.pytest_plugin\"]")
@@ -205,6 +211,9 @@ def write(claim_id: str, arxiv: str, out_dir: Path | str = ".",
 
 # ------------------------------------------------------------------------------ templates
 INIT = '''"""Claims for the audit harness (registered through the ``audit.claims`` entry point)."""
+'''
+
+DECLARATIONS_INIT = '''"""The claims' declarations: one module of literals per claim."""
 '''
 
 CONFTEST = '''"""Loads the audit pytest plugin (the audit_run fixture, --audit-* options)."""
@@ -237,7 +246,46 @@ ${package} = ["locks.json"]
 # take the claim's names (``subs`` in ``render``) and the pieces of the side
 # (``SIDE_PIECES[side]``: the docstring, the one differing piece, its arms, the scales
 # and the words that name the arms), which are templates of the claim's names themselves.
-CLAIM_MODULE = '''"""${claim_id}: ${docstring}"""
+DECLARATIONS = '''"""${claim_id}: ${docstring}
+The declarations of the claim (literals only); its code is :mod:`${package}.${module}`.
+"""
+from __future__ import annotations
+
+from audit.claims import Paper
+from audit.questions import Question
+
+CLAIM_ID = "${claim_id}"
+PAPER = Paper("${arxiv}", "EXAMPLE: the paper's title, in your words", "${version}",
+              "EXAMPLE")
+RECORD_FILE = "EXAMPLE: the review record's file"
+TITLE = "EXAMPLE: a short name of the falsifier"
+STATEMENT = "EXAMPLE: our paraphrase of the reviewer's claim (never the record's words)."
+
+# The margin of the reviewer's claim, fixed before any run. EXAMPLE: take it from the
+# paper (e.g. its reported gain over the baselines), never from our own results.
+MARGIN = 0.05
+EQUIV = MARGIN  # the equivalence margin of the three-way rule
+ALPHA = 0.05
+${settings}
+
+
+# ----------------------------------------------------------------------------- scales
+${scales}
+
+
+# ------------------------------------------------------------------- rule and questions
+RULE_GAP_TEXT = (
+    "Paired over seeds, metric = final global test accuracy, A = ${arm_a}, B = ${arm_b}: "
+${rule_text}
+)
+
+${questions_note}QUESTIONS = (
+${question}
+)
+'''
+
+CLAIM_MODULE = '''"""${claim_id}: the claim's code (its declarations, as literals, are
+:mod:`${package}.declarations.${module}`)."""
 from __future__ import annotations
 
 from typing import Any, Mapping
@@ -246,21 +294,12 @@ import numpy as np
 
 from audit import kit, questions, stats
 from audit.analysis import results_table
-from audit.claims import Analysis, Arm, Claim, Paper, RecordRef, RunContext, RunSpec
+from audit.claims import Analysis, Arm, Claim, RecordRef, RunContext, RunSpec
 ${piece_import}
-from audit.questions import Question
 from audit.verdict import Estimate, Premise
-
-CLAIM_ID = "${claim_id}"
-PAPER = Paper("${arxiv}", "EXAMPLE: the paper's title, in your words", "${version}",
-              "EXAMPLE")
-
-# The margin of the reviewer's claim, fixed before any run. EXAMPLE: take it from the
-# paper (e.g. its reported gain over the baselines), never from our own results.
-MARGIN = 0.05
-EQUIV = MARGIN  # the equivalence margin of the three-way rule
-ALPHA = 0.05
-${settings}
+from ${package}.declarations.${module} import (  # noqa: F401 (the falsifier reads MARGIN)
+    ALPHA, CLAIM_ID, DEFAULT_SEEDS, MARGIN, PAPER, QUESTIONS, RECORD_FIELDS, RECORD_FILE,
+    RULE_GAP_TEXT, SCALES, STATEMENT, TITLE, VAL_FRACTION)
 
 
 # ------------------------------------------------------------- arms and their one piece
@@ -272,10 +311,6 @@ ${arms}
 )
 ${piece_map}
 ARM_NAMES = tuple(a.name for a in ARMS)
-
-
-# ----------------------------------------------------------------------------- scales
-${scales}
 
 
 # -------------------------------------------------------------------------------- run
@@ -317,10 +352,7 @@ ${result_note}    return {"init_acc": float(h.test_acc[0]), "final_acc": float(h
 
 # --------------------------------------------------------------------- rule and premise
 RULE_GAP = kit.pair_rule(
-    "gap",
-    "Paired over seeds, metric = final global test accuracy, A = ${arm_a}, B = ${arm_b}: "
-${rule_text}
-    a="${arm_a}", b="${arm_b}", metric="final accuracy",
+    "gap", RULE_GAP_TEXT, a="${arm_a}", b="${arm_b}", metric="final accuracy",
     holds_when="SUPPORTED")  # the reviewer: ${winner} wins by more than the margin
 
 
@@ -378,19 +410,16 @@ def analyse(results: Mapping[RunSpec, Mapping], ctx: RunContext) -> Analysis:
     return Analysis(estimates, (part,), (table,), (), notes, premise=premise)
 
 
-# ------------------------------------------------------------------------- questions
-${questions_note}QUESTIONS = (
-${question}
-)
+# ------------------------------------------------------------------------------ claim
 COMBINATION = questions.combination(QUESTIONS)
 
 
 CLAIM = Claim(
     id=CLAIM_ID,
     paper=PAPER,
-    record=RecordRef("EXAMPLE: the review record's file", RECORD_FIELDS),
-    title="EXAMPLE: a short name of the falsifier",
-    statement="EXAMPLE: our paraphrase of the reviewer's claim (never the record's words).",
+    record=RecordRef(RECORD_FILE, RECORD_FIELDS),
+    title=TITLE,
+    statement=STATEMENT,
     arms=ARMS,
     rules=(RULE_GAP,),
     combination=COMBINATION,
@@ -555,7 +584,7 @@ SCALES: dict[str, dict] = {
     "rule_text": '''\
     "{rule}. CONFIRMED when SUPPORTED (the printed step costs more than m = {margin}), "
     "REFUTED when FALSIFIED, INCONCLUSIVE otherwise and whenever the premise is not "
-    "reproduced.",''',
+    "reproduced."''',
     "questions_note": '''\
 #: The reviewer's questions, one verdict each (``audit.questions``). EXAMPLE: one
 #: experiment; a proof (a derivation part) would be a question of its own, never merged
@@ -668,7 +697,7 @@ SCALES: dict[str, dict] = {
     "learner": "FedAvg with full work",
     "rule_text": '''\
     "{rule}. CONFIRMED when SUPPORTED (stragglers cost more than m = {margin}), REFUTED "
-    "when FALSIFIED, INCONCLUSIVE otherwise and whenever the premise is not reproduced.",''',
+    "when FALSIFIED, INCONCLUSIVE otherwise and whenever the premise is not reproduced."''',
     "questions_note": "",
     "question": '''\
     Question("gap", "EXAMPLE: do stragglers doing a fraction of their local steps cost "
