@@ -86,13 +86,28 @@ def cell_status(low: float, high: float) -> str:
     return "unclear"
 
 
-def choose(cells: Sequence[Mapping]) -> int | None:
+FLOOR_RULE = (" A cell where {b}'s mean is below {floor:g}{unit} (the baseline does not "
+              "learn there, so a gain over it says nothing of the paper's effect) gets no "
+              "more seeds and is not chosen.")
+
+
+def b_learns(cell: Mapping, floor: float | None) -> bool:
+    """Whether B's mean in ``cell`` reaches the map's ``b_floor`` (always, without one)."""
+    if floor is None:
+        return True
+    mean = _mean(cell.get("b"))
+    return mean is not None and mean >= floor
+
+
+def choose(cells: Sequence[Mapping], floor: float | None = None) -> int | None:
     """The index of the showing cell with the highest lower bound (the first on a tie)
-    among the cells that reached the second rung (every cell when none did), or None
-    when none of them shows the effect. A cell that shows the effect on the first rung's
-    few seeds alone is not chosen: with many cells one shows by chance (the LIPS map's
-    first run had a cell at +0.67 on 3 seeds fall to -0.06 on 6)."""
+    among the cells that reached the second rung (every cell when none did) and whose
+    baseline reaches ``floor`` (:func:`b_learns`), or None when none of them shows the
+    effect. A cell that shows the effect on the first rung's few seeds alone is not
+    chosen: with many cells one shows by chance (the LIPS map's first run had a cell at
+    +0.67 on 3 seeds fall to -0.06 on 6)."""
     pool = [i for i, c in enumerate(cells) if c.get("refined")] or range(len(cells))
+    pool = [i for i in pool if b_learns(cells[i], floor)]
     best = None
     for i in pool:
         c = cells[i]
@@ -209,17 +224,21 @@ def run(claim: Claim, rmap: RegimeMap, *, cache, backend, device: str = "cpu",
         cells.append({"labels": labels, "overrides": over, **summarise(vals)})
     if rmap.refine and rmap.refine_seeds:
         # successive halving: the cells that look best (highest mean) get more seeds
-        order = sorted(range(len(cells)), key=lambda i: -_mean_of(cells[i]))[:rmap.refine]
+        order = sorted((i for i in range(len(cells)) if b_learns(cells[i], rmap.b_floor)),
+                       key=lambda i: -_mean_of(cells[i]))[:rmap.refine]
         more = tuning_seeds(rmap.seeds + rmap.refine_seeds)[rmap.seeds:]
         for i in order:
             vals = measure(cells[i]["overrides"], more, cells[i]["labels"])
             merged = [{**old, **new} for old, new in zip(raw[i], vals)]
             cells[i] = {**cells[i], **summarise(merged), "refined": True}
-    chosen = choose(cells)
+    chosen = choose(cells, rmap.b_floor)
     env = environment(device)
-    return {"declared": rmap.to_dict(), "cells": cells, "chosen": chosen,
-            "rule": RULE.format(level=rmap.level, a=_name(rmap, 0), b=_name(rmap, 1),
-                                metric=" and ".join(dict.fromkeys(rmap.metrics()))),
+    rule = RULE.format(level=rmap.level, a=_name(rmap, 0), b=_name(rmap, 1),
+                       metric=" and ".join(dict.fromkeys(rmap.metrics())))
+    if rmap.b_floor is not None:
+        rule += FLOOR_RULE.format(b=_name(rmap, 1), floor=rmap.b_floor,
+                                  unit=f" {rmap.unit}" if rmap.unit else "")
+    return {"declared": rmap.to_dict(), "cells": cells, "chosen": chosen, "rule": rule,
             "spent": {"wall_s": round(time.perf_counter() - t0, 1), **counts},
             "environment": {k: env.get(k) for k in ("commit", "torch", "device", "date",
                                                     "code_version")}}
@@ -288,7 +307,7 @@ def shape_problem(doc: Any, claim_id: str) -> str | None:
                 not all(isinstance(g, str) for g in d["effect"]):
             return "a declaration without axes (lists of values) or an effect (two names)"
         if not all(_num(d.get(k)) for k in ("seeds", "refine", "refine_seeds", "budget_s",
-                                            "budget_units", "level")) or \
+                                            "budget_units", "level", "b_floor")) or \
                 not isinstance(d.get("fixed", {}), dict):
             return "a declaration whose sizes are not numbers"
         if not all(isinstance(m.get(k, {}), dict) for k in ("spent", "environment")):
@@ -353,6 +372,8 @@ def markdown(maps: Sequence[Mapping], figure_link: str | None = None) -> list[st
         for i, c in enumerate(cells):
             st = c["stats"]
             mark = " **(chosen)**" if m.get("chosen") == i else ""
+            if not b_learns(c, d.get("b_floor")):
+                mark += f" ({b} below the floor {d['b_floor']:g})"
             lines += ["| " + " | ".join(
                 [str(c["labels"].get(k)) for k in keys]
                 + [_f(_mean(c.get("a"))).lstrip("+"), _f(_mean(c.get("b"))).lstrip("+"),

@@ -11,6 +11,7 @@ what was chosen and why, and which settings were NOT chosen this way.
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Mapping, Sequence
 
@@ -109,6 +110,10 @@ class RegimeMap:
       before it ran; the report prints it beside what it took.
     - ``scale_by``: a factor for display (100: accuracy in points).
     - ``level``: the two-sided level of each cell's Student-t interval.
+    - ``b_floor``: the least mean B must reach in a cell (display units, e.g. twice the
+      accuracy of guessing) for that cell to get more seeds or be chosen: where the
+      baseline does not learn, a gain over it is no evidence of the paper's effect.
+      None: no floor.
 
     What the verdict then uses, and why, is a :class:`Search` record of the same scale,
     written after the map ran and before any verdict seed ran at the chosen setting.
@@ -129,6 +134,7 @@ class RegimeMap:
     level: float = 0.9
     why: str = ""
     metric_b: str = ""
+    b_floor: float | None = None
 
     def metrics(self) -> tuple[str, str]:
         return self.metric, self.metric_b or self.metric
@@ -146,6 +152,10 @@ class RegimeMap:
                              f"second rung of 0 or at least 2 more seeds (a run takes two)")
         if self.level not in MAP_LEVELS:
             raise AuditError(f"regime map at {self.scale}: level must be one of {MAP_LEVELS}")
+        if self.b_floor is not None and (isinstance(self.b_floor, bool) or not isinstance(
+                self.b_floor, (int, float)) or not math.isfinite(self.b_floor)):
+            raise AuditError(f"regime map at {self.scale}: b_floor must be a finite number "
+                             f"or None")
         if self.cells() > MAX_GRID_POINTS:
             raise AuditError(f"regime map at {self.scale}: more than {MAX_GRID_POINTS} cells")
         if self.seeds + self.refine_seeds > MAX_PILOT_SEEDS:
@@ -189,7 +199,7 @@ class RegimeMap:
                 "refine_seeds": self.refine_seeds, "fixed": dict(self.fixed),
                 "budget_s": self.budget_s, "budget_units": self.budget_units(),
                 "scale_by": self.scale_by, "unit": self.unit, "level": self.level,
-                "why": self.why}
+                "why": self.why, "b_floor": self.b_floor}
 
 
 # ------------------------------------------------------------------------------ pilots

@@ -179,3 +179,36 @@ def test_the_generic_check_flags_a_map_that_could_not_run(toy):
     found = " | ".join(check_regime_maps(bad))
     assert "not a validation metric" in found and "must not be negative" in found
     assert "'nope' is not an arm" in found and "unknown scale 'paper'" in found
+
+
+def test_a_cell_whose_baseline_does_not_learn_is_neither_refined_nor_chosen():
+    def cell(b, low, refined=None):
+        return {"b": b, "refined": refined, "stats": {"status": "shows", "low": low}}
+
+    cells = [cell([5.0, 7.0], 40.0), cell([30.0, 34.0], 10.0), cell([25.0], 20.0)]
+    assert regime.choose(cells) == 0  # no floor: the widest gain
+    assert regime.choose(cells, 20.0) == 2  # B at 6 (below 20) cannot be chosen
+    assert regime.choose(cells, 28.0) == 1
+    assert regime.choose(cells, 50.0) is None
+    assert not regime.b_learns({"b": []}, 0.0) and regime.b_learns({"b": []}, None)
+
+
+def test_the_floor_is_declared_checked_and_printed(toy, tmp_path):
+    with pytest.raises(AuditError, match="b_floor must be a finite number"):
+        _map(b_floor=float("nan"))
+    with pytest.raises(AuditError, match="b_floor must be a finite number"):
+        _map(b_floor=True)
+    claim = _claim(toy)
+    free = regime.run(claim, _map(refine=1, refine_seeds=2), cache=Cache(tmp_path / "c"),
+                      backend=LocalBackend())
+    assert free["chosen"] == 1 and free["declared"]["b_floor"] is None
+    high = max(x for c in free["cells"] for x in c["b"]) + 1.0  # above every B: none learns
+    m = regime.run(claim, _map(refine=1, refine_seeds=2, b_floor=high),
+                   cache=Cache(tmp_path / "c"), backend=LocalBackend())
+    assert m["chosen"] is None and m["declared"]["b_floor"] == high
+    assert [c["stats"]["n"] for c in m["cells"]] == [3, 3]  # no second rung spent on them
+    assert "gets no more seeds and is not chosen" in m["rule"]
+    text = "\n".join(regime.markdown([m]))
+    assert text.count(f"(base below the floor {high:g})") == 2
+    assert regime.shape_problem({"schema": regime.SCHEMA, "id": "x", "maps": [
+        {**m, "declared": {**m["declared"], "b_floor": "20"}}]}, "x") is not None
