@@ -156,18 +156,14 @@ def check_regime_maps(claim: Claim) -> list[str]:
     the map)."""
     from audit.errors import AuditError
     from audit.runner import check_overrides
-    from audit.tuning import test_metric_problem
+    from audit.tuning import map_problems
 
     out = []
-    arms = {a.name for a in claim.arms}
     for m in getattr(claim, "regime_maps", ()):
         if m.scale not in claim.scales:
             out.append(f"regime map at unknown scale {m.scale!r}")
             continue
-        out += [f"regime map at {m.scale!r}: {g!r} is not an arm" for g in m.effect
-                if g.split("/", 1)[0] not in arms]
-        out += [f"regime map at {m.scale!r}: {problem}" for metric in set(m.metrics())
-                if (problem := test_metric_problem(claim, metric))]
+        out += [f"regime map at {m.scale!r}: {problem}" for problem in map_problems(claim, m)]
         for labels, over in m.points():
             try:
                 check_overrides(claim, m.scale, over)

@@ -37,7 +37,7 @@ import numpy as np
 from audit import safeio
 from audit.claims import Claim
 from audit.errors import AuditError
-from audit.tuning import RegimeMap, group_of, test_metric_problem, tuning_seeds
+from audit.tuning import RegimeMap, group_of, map_problems, tuning_seeds
 
 SCHEMA = "audit-regime-map/1"
 FILE = "regime.json"
@@ -163,15 +163,9 @@ def _values(results: Mapping, group: str, metric: str, claim_id: str) -> dict[in
 def _check(claim: Claim, rmap: RegimeMap) -> None:
     if not getattr(claim, "stochastic", False):
         raise AuditError(f"claim {claim.id!r} is exact: there is no effect to map over seeds")
-    for metric in set(rmap.metrics()):
-        problem = test_metric_problem(claim, metric)
-        if problem:  # a map never reads the test data the verdict reads: no override
-            raise AuditError(f"regime map of {claim.id!r} at {rmap.scale}: {problem}")
-    arms = {a.name for a in claim.arms}
-    for g in rmap.effect:
-        if g.split("/", 1)[0] not in arms:
-            raise AuditError(f"regime map of {claim.id!r}: {g!r} is not an arm "
-                             f"({', '.join(sorted(arms))})")
+    problems = map_problems(claim, rmap)  # a test-set metric among them: no override
+    if problems:
+        raise AuditError(f"regime map of {claim.id!r} at {rmap.scale}: {problems[0]}")
 
 
 def run(claim: Claim, rmap: RegimeMap, *, cache, backend, device: str = "cpu",

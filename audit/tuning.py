@@ -259,6 +259,19 @@ def test_metric_problem(claim, metric: str) -> str:
     return ""
 
 
+def map_problems(claim, rmap: "RegimeMap") -> list[str]:
+    """What makes ``rmap`` unrunnable for ``claim``, whichever checks it (the generic
+    claim checks, or ``audit regime`` before its first unit): a group that is not an arm
+    of the claim, a metric that is not a validation metric (a map never reads the test
+    data the verdict reads)."""
+    arms = {a.name for a in claim.arms}
+    out = [f"{g!r} is not an arm ({', '.join(sorted(arms))})" for g in rmap.effect
+           if g.split("/", 1)[0] not in arms]
+    out += [problem for metric in dict.fromkeys(rmap.metrics())
+            if (problem := test_metric_problem(claim, metric))]
+    return out
+
+
 def group_of(spec) -> str:
     """A unit's group in pilots and regime maps: its arm, or ``arm/setting``."""
     return spec.arm if not spec.setting else f"{spec.arm}/{spec.setting}"
