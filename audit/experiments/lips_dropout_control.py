@@ -90,11 +90,12 @@ assert tuple(PIECES) == ARM_NAMES, "PIECES out of step with ARMS"
 
 
 # ------------------------------------------------------------------------------ data
-@functools.lru_cache(maxsize=2)
-def _digits_like(name: str):
+@functools.lru_cache(maxsize=4)
+def _digits_like(name: str, kw: tuple = ()):
     from audit.fl.data import load_dataset
 
-    return load_dataset(name, seed=0)  # one fixed train/test split; the seeds vary clients
+    # one fixed train/test split; the seeds vary clients
+    return load_dataset(name, seed=0, **dict(kw))
 
 
 def _dataset(cfg: Mapping, ctx: RunContext, seed: int):
@@ -102,7 +103,9 @@ def _dataset(cfg: Mapping, ctx: RunContext, seed: int):
 
     name = cfg["dataset"]
     if name in ("digits", "synthetic"):
-        return _digits_like(name)
+        # synthetic: Gaussian blobs in digits' 8 x 8 shape, made as hard as dataset_kw's
+        # noise says (audit.fl.data.synthetic_classification)
+        return _digits_like(name, tuple(sorted(dict(cfg.get("dataset_kw") or {}).items())))
     # the clients are drawn from it; a missing copy raises DatasetNotFound (an AuditError)
     return load_dataset(name, data_dir=ctx.data_dir)
 
