@@ -430,7 +430,9 @@ def figure(doc: Mapping) -> bytes | None:
             if len(keys) > 1:
                 ax.set_ylabel(", ".join(keys[:-1]))
             for (r, c), text in marks.items():
-                ax.text(c, r, text, ha="center", va="center", fontsize=7)
+                dark = np.isfinite(grid[r, c]) and abs(grid[r, c]) > 0.6 * lim
+                ax.text(c, r, text, ha="center", va="center", fontsize=7,
+                        color="white" if dark else "black")  # legible on the dark ends
             a, b = m["declared"]["effect"]
             if a == b:
                 a, b = m["declared"].get("metric"), m["declared"].get("metric_b")
