@@ -328,9 +328,15 @@ class Claim:
 
     def code_module(self) -> str:
         """The package module holding :attr:`run` when it is one of the ``audit``
-        package's own modules (its import closure keys the cache), else ``""``."""
-        name = getattr(self.run, "__module__", "") or ""
-        return name if name.startswith("audit.") else ""
+        package's own modules (its import closure keys the cache), else ``""``. Read from
+        the file the function's code is in, so a wrapper (``functools.wraps`` copies the
+        wrapped function's ``__module__``) is keyed on its own module."""
+        code = getattr(self.run, "__code__", None)
+        if code is not None:
+            return _keys.package_module(code.co_filename)
+        name = getattr(self.run, "__module__", "") or ""  # a callable object: its class's
+        return name if name.startswith("audit.") and _keys.package_module(
+            getattr(sys.modules.get(name), "__file__", "") or "") == name else ""
 
     def plugin_version(self) -> str:
         """A hash of :attr:`code_paths` (``""`` for a built-in claim, whose code is in the

@@ -374,30 +374,36 @@ def _execute_all(args, write_reports: bool, unlocked: list | None = None):
                              workers=getattr(args, "workers", None))
     eta = _Eta(args, contexts, plans, cache)
     results = []
-    for claim, ctx in contexts:
-        plan = plans[claim.id]  # every plan checked before the first claim ran
-        if plan is not None:
-            from audit.runner import execute_sequential
+    try:
+        for claim, ctx in contexts:
+            plan = plans[claim.id]  # every plan checked before the first claim ran
+            if plan is not None:
+                from audit.runner import execute_sequential
 
-            def say(look, cid=claim.id):
-                print(f"{cid}: look {look['look']} at n = {look['n']} seeds: "
-                      f"{look['verdict']}" + (f" ({look['stop_reason']})"
-                                               if look["decided"] else ""),
-                      file=sys.stderr)
+                def say(look, cid=claim.id):
+                    print(f"{cid}: look {look['look']} at n = {look['n']} seeds: "
+                          f"{look['verdict']}" + (f" ({look['stop_reason']})"
+                                                   if look["decided"] else ""),
+                          file=sys.stderr)
 
-            res = execute_sequential(claim, ctx, plan, cache=cache, progress=not args.quiet,
-                                     backend=backend, on_look=say)
-        else:
-            res = execute(claim, ctx, cache=cache, progress=not args.quiet, backend=backend)
-        if write_reports:
-            report.write(res, args.out)
-            safeio.mark_output_folder(args.out)  # written there: an audit output folder
-        results.append(res)
-        lock = res.locked
-        print(f"{claim.id}: {res.verdict.verdict.value} (locked: "
-              f"{lock.value if lock else 'none'}) in {res.runtime_s:.1f} s "
-              f"[{res.computed} run(s) computed, {res.cached} cached]")
-        eta.finished(claim.id, res)
+                res = execute_sequential(claim, ctx, plan, cache=cache,
+                                         progress=not args.quiet, backend=backend,
+                                         on_look=say)
+            else:
+                res = execute(claim, ctx, cache=cache, progress=not args.quiet, backend=backend)
+            if write_reports:
+                report.write(res, args.out)
+                safeio.mark_output_folder(args.out)  # written there: an audit output folder
+            results.append(res)
+            lock = res.locked
+            print(f"{claim.id}: {res.verdict.verdict.value} (locked: "
+                  f"{lock.value if lock else 'none'}) in {res.runtime_s:.1f} s "
+                  f"[{res.computed} run(s) computed, {res.cached} cached]")
+            eta.finished(claim.id, res)
+    finally:  # the pool's workers stop here, not in the interpreter's exit hooks
+        close = getattr(backend, "close", None)
+        if close is not None:
+            close()
     if write_reports and results:
         from audit import coverage
 

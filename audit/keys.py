@@ -82,17 +82,39 @@ def module_closure(name: str) -> list[str]:
     return sorted(seen)
 
 
+#: The harness modules every unit's result passes through on its way to the cache,
+#: whatever the claim imports: the runner (``checked_result``, the JSON encoding), the
+#: process pool's and Ray's unit wrappers, the run-context types and these keys. Their
+#: source (these files only, not what they import) is in every claim's code version.
+HARNESS = ("audit.claims", "audit.distributed", "audit.keys", "audit.pool", "audit.runner")
+
+
+def package_module(filename: str) -> str:
+    """The package module defined in ``filename`` (``audit.x.y``), or "" outside it."""
+    try:
+        rel = Path(filename).resolve().relative_to(PACKAGE_DIR)
+    except (ValueError, OSError):
+        return ""
+    if rel.suffix != ".py":
+        return ""
+    parts = rel.with_suffix("").parts
+    if parts and parts[-1] == "__init__":
+        parts = parts[:-1]
+    return ".".join(("audit",) + parts)
+
+
 def claim_code_version(module: str = "") -> str:
     """The code version of a claim whose ``run`` lives in ``module``: a hash of the source
     of :func:`module_closure` (the claim's own module, its declarations, the engine,
-    statistics and every other package module it reaches by import), so a change
+    statistics and every other package module it reaches by import) and of the
+    :data:`HARNESS` files every result passes through, so a change
     elsewhere in the package (the CLI, the reports, another paper's claim) keeps its
     cached runs. ``module`` empty or outside the package: :func:`code_version`, the whole
     package (a plugin claim adds its own source's hash, ``Claim.plugin_version``)."""
     if not module or _module_file(module) is None:
         return code_version()
     h = hashlib.sha256(audit.__version__.encode())
-    for mod in module_closure(module):
+    for mod in sorted(set(module_closure(module)) | {m for m in HARNESS if _module_file(m)}):
         path = _module_file(mod)
         h.update(str(path.relative_to(PACKAGE_DIR)).encode())
         h.update(path.read_bytes())

@@ -97,3 +97,37 @@ def test_a_built_in_claim_keys_on_its_closure():
     from audit.claims import RunContext
 
     assert RunContext.from_dict(ctx.to_dict()).cache_version() == ctx.cache_version()
+
+
+@pytest.mark.parametrize("harness", ["runner.py", "pool.py", "distributed.py", "claims.py",
+                                     "keys.py"])
+def test_the_harness_every_result_passes_through_is_in_every_version(tree, harness):
+    # the pool's and Ray's unit wrappers and the runner's checked_result turn what run
+    # returns into what is cached, whichever claim it is
+    before = {m: keys.claim_code_version(m) for m in
+              (FLAYER, "audit.experiments.fedtlu_score_undefined",
+               "audit.experiments.genefl_uplink_bytes")}
+    _edit(tree / harness)
+    assert all(keys.claim_code_version(m) != v for m, v in before.items())
+
+
+def test_a_wrapped_run_is_keyed_on_the_wrapper_s_module(tmp_path):
+    import dataclasses
+    import functools
+
+    from audit.claims import get
+
+    claim = get("flayer-masked-zero")
+    assert claim.code_module() == FLAYER
+    inner = get("lips-dropout-control").run
+
+    @functools.wraps(inner)  # copies lips's __module__; the code is in this test file
+    def wrapped(spec, ctx):
+        return inner(spec, ctx)
+
+    assert wrapped.__module__ == "audit.experiments.lips_dropout_control"
+    assert dataclasses.replace(claim, run=wrapped).code_module() == ""  # the whole package
+    assert dataclasses.replace(claim, run=functools.partial(inner)).code_module() == ""
+    assert keys.package_module(keys.PACKAGE_DIR / "fl" / "engine.py") == "audit.fl.engine"
+    assert keys.package_module(keys.PACKAGE_DIR / "fl" / "__init__.py") == "audit.fl"
+    assert keys.package_module(tmp_path / "x.py") == ""
