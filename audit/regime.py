@@ -375,8 +375,12 @@ def markdown(maps: Sequence[Mapping], figure_link: str | None = None) -> list[st
                    st["status"] + mark]) + " |"]
         lines += [""]
         if m.get("chosen") is None:
-            lines += [f"**No cell shows the paper's effect** ({shows} of {len(cells)} within "
-                      f"this budget): no setting is chosen by this map, the scale keeps its "
+            why = (f"{shows} of {len(cells)} cells show{'s' if shows == 1 else ''} it, but "
+                   f"none the rule may choose: a cell of the second rung"
+                   + (" whose baseline reaches the floor" if d.get("b_floor") is not None
+                      else "") if shows else f"0 of {len(cells)} cells within this budget")
+            lines += [f"**No cell shows the paper's effect** where the rule can choose it "
+                      f"({why}): no setting is chosen by this map, the scale keeps its "
                       f"stated one, and the questions the premise gates stay INCONCLUSIVE "
                       f"for want of the effect they would explain."]
         else:
