@@ -210,3 +210,25 @@ def test_a_declaration_module_belongs_to_a_claim_that_uses_it(path):
     assert f"audit.experiments.declarations.{path.stem}" in _imports(claim) or \
         "audit.experiments.declarations" in _imports(claim), \
         f"{claim.name} does not import its declarations"
+
+
+@pytest.mark.parametrize("side", ["server", "client"])
+def test_the_scaffold_writes_declarations_by_the_same_rules(side, tmp_path):
+    """`audit new` writes a claim's declarations apart, as the built-in claims keep them:
+    value types only, no function or class, imported by the claim module it writes."""
+    import ast
+
+    from audit import scaffold
+
+    files = scaffold.render("demo-x", "2401.01234", side=side)
+    decl = tmp_path / "decl.py"
+    decl.write_text(files["claim_demo_x/declarations/demo_x.py"])
+    bad = sorted(n for n in _imports(decl)
+                 if not any(n == ok or n.startswith(ok + ".") for ok in _DECLARATION_IMPORTS))
+    assert not bad, f"the scaffold's declarations import {bad}"
+    tree = ast.parse(decl.read_text())
+    assert not [n for n in ast.walk(tree)
+                if isinstance(n, (ast.FunctionDef, ast.ClassDef, ast.Lambda))]
+    code = tmp_path / "code.py"
+    code.write_text(files["claim_demo_x/demo_x.py"])
+    assert "claim_demo_x.declarations.demo_x" in _imports(code)
