@@ -676,12 +676,13 @@ PAPER_NUMBERS = (
 #: of the smoke scale against the paper's ResNet-8), heterogeneity and LIPS's own (tau0, k),
 #: none of which the earlier searches varied; read on the clients' validation splits, on
 #: tuning seeds only (`audit regime lips-dropout-control`).
+# LIPS's (tau0, k) as a map axis: its arm's only candidate in each cell
+_TAU_K = (Setting("(0.2, 5)", {"grid": {**_GRID_SMOKE, "lips": [(0.2, 5)]}}),
+          Setting("(0.5, 10)", {"grid": {**_GRID_SMOKE, "lips": [(0.5, 10)]}}))
 REGIME_MAPS = (
     RegimeMap(
         "smoke", {"model": ("vgg", "resnet8"), "n_train": (20, 60), "alpha": (0.1, 0.5),
-                  "tau0, k": (Setting("(0.2, 5)", {"grid": {**_GRID_SMOKE, "lips": [(0.2, 5)]}}),
-                              Setting("(0.5, 10)",
-                                      {"grid": {**_GRID_SMOKE, "lips": [(0.5, 10)]}}))},
+                  "tau0, k": _TAU_K},
         ("lips", "fedbn"), "val_acc",
         "LIPS against FedBN, final personalised accuracy on the clients' validation splits "
         "(points).",
@@ -693,7 +694,7 @@ REGIME_MAPS = (
             "effect should turn."),
     # the first map's cells all sat at 86-98 % (digits is easy); the paper's FedBN is at
     # 43 % on CIFAR-100. Gaussian blobs in digits' 8 x 8 shape are made as hard as that
-    # by their noise (a one-seed check of FedBN: noise 1 about 91 %, 2 about 46-50 %, 3
+    # by their noise (a check of FedBN on one tuning seed: noise 1 about 91 %, 2 about 46-50 %, 3
     # about 35-38 %), with the VGG and Dir(0.1) of the smoke setting
     RegimeMap(
         "smoke", {"data": (Setting("digits", {"dataset": "digits", "dataset_kw": {}}),
@@ -702,9 +703,7 @@ REGIME_MAPS = (
                            Setting("blobs, noise 3", {"dataset": "synthetic",
                                                       "dataset_kw": {"n": 1797, "noise": 3.0}})),
                   "n_train": (20, 60),
-                  "tau0, k": (Setting("(0.2, 5)", {"grid": {**_GRID_SMOKE, "lips": [(0.2, 5)]}}),
-                              Setting("(0.5, 10)",
-                                      {"grid": {**_GRID_SMOKE, "lips": [(0.5, 10)]}}))},
+                  "tau0, k": _TAU_K},
         ("lips", "fedbn"), "val_acc",
         "LIPS against FedBN off the ceiling: task difficulty, final personalised accuracy "
         "on the clients' validation splits (points).",
