@@ -6,7 +6,7 @@
               [--workers N]   (default: units in parallel on the usable cores)
     audit report [--out DIR]
     audit verify [--scale S] [ID...]
-    audit bench [--device D] [--against flower] [--threads 1|all|1,all]
+    audit bench [--device D] [--against flower,pfl] [--threads 1|all|1,all]
     audit estimate ID... [--scale S] [--device D] [--data-dir PATH] [--rounds R1,R2]
               [--arms a,b]   (time a few rounds, extrapolate the whole claim)
     audit review PATH... [--json] [--markdown]
@@ -193,9 +193,10 @@ def _parser() -> argparse.ArgumentParser:
     bn.add_argument("--device", default="cpu")
     bn.add_argument("--repeats", type=_positive_int, default=3,
                     help="timed repeats; the one with the median ratio is reported (default 3)")
-    bn.add_argument("--against", choices=["flower"], default=None,
-                    help="also run the workload once in Flower's simulation and report it "
-                    "beside ours (needs the flower extra)")
+    bn.add_argument("--against", type=_bench_peers, default=None,
+                    help="peers that also run the workload, after the timings: flower, "
+                    "pfl or flower,pfl (Flower's simulation, Apple's pfl-research; each "
+                    "needs its extra), reported beside ours from the same run")
     bn.add_argument("--threads", type=_bench_threads, default="1",
                     help="torch threads of the measurement: a count, 'all' (the usable "
                     "cores) or several, e.g. 1,all, timed one after another and shown in "
@@ -617,6 +618,16 @@ def _bench_threads(text: str) -> str:
 
     try:
         thread_counts(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    return text
+
+
+def _bench_peers(text: str) -> str:
+    from audit.fl.bench import peer_names
+
+    try:
+        peer_names(text)
     except ValueError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None
     return text

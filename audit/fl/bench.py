@@ -45,6 +45,16 @@ sequential local SGD on the engine's minibatch order), after the timed repeats:
     flower_max_abs_diff    max |our final model - Flower's| over all coordinates
     flower_version, flower_supernodes, flower_client_cpus
     flower_clients_per_round  clients Flower sampled in each round (all 20 in every one)
+With ``against="pfl"`` (``audit bench --against pfl``; needs the ``pfl`` extra), the same
+workload runs once through Apple's pfl-research simulation (``audit.fl.pflsim``:
+``SimulatedBackend``, pfl's ``FederatedAveraging`` weighted by data points, a central SGD
+of rate 1, each client the engine's own sequential local SGD), after the timed repeats:
+    pfl_seconds            wall time of pfl's ``algorithm.run`` (all rounds)
+    pfl_setup_seconds      building pfl's datasets, backend and model
+    pfl_ratio              pfl_seconds / seconds
+    pfl_accuracy, pfl_max_abs_diff, pfl_version, pfl_clients_per_round   as for Flower
+``against="flower,pfl"`` runs both, one after the other, in the same process, so every
+figure of one ``audit bench`` comes from one run on one machine state.
 Both paths are warmed up on one round first (lazy imports, allocator), so that the
 timed numbers compare steady-state loops, and run under the same thread count.
 
@@ -163,22 +173,25 @@ def run_bench(device: str = "cpu", rounds: int | None = None, sequential: bool =
     times are those of the repeat whose ratio is the median, and every sample is listed
     under ``*_samples``. On a CPU shared with other jobs, 1 thread (or
     ``OMP_WAIT_POLICY=PASSIVE``) avoids OpenMP spin-waiting, which otherwise dominates
-    both timings. ``against="flower"``: also the workload in Flower's simulation
-    (see the module docstring)."""
+    both timings. ``against``: ``"flower"``, ``"pfl"`` or ``"flower,pfl"``, the peers
+    that also run the workload once, after the timed repeats (see the module docstring)."""
     if repeats < 1:
         raise ValueError(f"repeats must be >= 1, not {repeats}")
-    if against not in (None, "flower"):
-        raise ValueError(f"against must be None or 'flower', not {against!r}")
-    if against == "flower":
-        _flower_module()  # fail before the timings when the extra is missing
+    peers = peer_names(against)
+    if "flower" in peers:
+        _flower_module()  # fail before the timings when an extra is missing
+    if "pfl" in peers:
+        _pfl_module()
     before = torch.get_num_threads()
     if threads is not None:
         torch.set_num_threads(threads)
     try:
         out = _bench(device, rounds, sequential, repeats)
         final = out.pop("_final_state")
-        if against == "flower":
+        if "flower" in peers:
             out.update(_against_flower(device, out, final, rounds))
+        if "pfl" in peers:
+            out.update(_against_pfl(device, out, final, rounds))
         return out
     finally:
         torch.set_num_threads(before)
@@ -282,30 +295,93 @@ def run_bench_threads(device: str = "cpu", threads: str | list[int] = "1",
                       repeats: int = 3, against: str | None = None,
                       rounds: int | None = None) -> dict:
     """:func:`run_bench` at each thread count of ``threads`` (see :func:`thread_counts`),
-    one after the other in this process. One count: that run's dict, as before. Several:
-    ``{"runs": [...], "table": [...]}``, ``table`` one row per count with the engine,
-    plain loop and floor seconds, the ratio and the load average beside them (Flower, if
-    asked for, runs once, at the first count)."""
+    one after the other in this process, each with the peers of ``against``. One count:
+    that run's dict, as before. Several: ``{"runs": [...], "table": [...]}``, ``table``
+    one row per count with the engine, plain loop, floor and peers' seconds, the ratios
+    and the load average beside them. (Flower's clients run in Ray's worker processes,
+    one CPU each, whatever this process's thread count; pfl runs in this process.)"""
     counts = thread_counts(threads) if isinstance(threads, str) else list(threads)
-    runs = [run_bench(device, rounds=rounds, threads=n, repeats=repeats,
-                      against=against if i == 0 else None) for i, n in enumerate(counts)]
+    runs = [run_bench(device, rounds=rounds, threads=n, repeats=repeats, against=against)
+            for n in counts]
     if len(runs) == 1:
         return runs[0]
-    keys = ("threads", "seconds", "baseline_seconds", "floor_seconds", "ratio", "max_ratio",
-            "cpu_seconds", "load")
+    keys = TABLE_KEYS + tuple(f"{p}_seconds" for p in peer_names(against))
     return {"runs": runs, "table": [{k: r.get(k) for k in keys} for r in runs]}
 
 
+TABLE_KEYS = ("threads", "seconds", "baseline_seconds", "floor_seconds", "ratio", "max_ratio",
+              "cpu_seconds", "load")
+_HEADS = {"threads": "threads", "seconds": "engine s", "baseline_seconds": "loop s",
+          "floor_seconds": "floor s", "ratio": "loop/engine", "max_ratio": "loop/floor",
+          "cpu_seconds": "engine cpu s", "load": "load", "flower_seconds": "flower s",
+          "pfl_seconds": "pfl s"}
+
+
 def format_table(table: list[dict]) -> str:
-    """The rows of :func:`run_bench_threads`'s ``table`` as aligned text."""
-    head = ("threads", "engine s", "loop s", "floor s", "loop/engine", "loop/floor",
-            "engine cpu s", "load")
-    keys = ("threads", "seconds", "baseline_seconds", "floor_seconds", "ratio", "max_ratio",
-            "cpu_seconds", "load")
+    """The rows of :func:`run_bench_threads`'s ``table`` as aligned text (a column per
+    key of the rows, in their order)."""
+    keys = tuple(table[0]) if table else TABLE_KEYS
+    head = tuple(_HEADS.get(k, k) for k in keys)
     rows = [head] + [tuple(f"{r[k]:.2f}" if isinstance(r[k], float) else str(r[k])
                            for k in keys) for r in table]
     width = [max(len(row[i]) for row in rows) for i in range(len(head))]
     return "\n".join("  ".join(c.rjust(w) for c, w in zip(row, width)) for row in rows)
+
+
+PEERS = ("flower", "pfl")
+
+
+def peer_names(against) -> tuple[str, ...]:
+    """The peers of ``audit bench --against``: None, or a comma list (or sequence) of
+    ``flower`` and ``pfl``, in the order given, repeats dropped."""
+    if against is None:
+        return ()
+    items = against.split(",") if isinstance(against, str) else list(against)
+    out: list[str] = []
+    for item in items:
+        name = str(item).strip().lower()
+        if name not in PEERS:
+            raise ValueError(f"against must name peers among {', '.join(PEERS)} "
+                             f"(comma-separated), not {against!r}")
+        if name not in out:
+            out.append(name)
+    return tuple(out)
+
+
+def _pfl_module():
+    import importlib
+
+    try:
+        return importlib.import_module("audit.fl.pflsim")
+    except ImportError as exc:
+        from audit.errors import AuditError
+
+        raise AuditError(f"--against pfl needs the pfl extra (pip install -e "
+                         f"'.[pfl]'): {exc}") from None
+
+
+def _against_pfl(device: str, ours: dict, mine: dict, rounds: int | None) -> dict:
+    """The workload once through pfl-research's simulation; keys ``pfl_*``."""
+    pflsim = _pfl_module()
+    rounds = rounds or WORKLOAD["rounds"]
+    cfg = FLConfig(rounds=rounds, clients_per_round=None, local_epochs=WORKLOAD["local_epochs"],
+                   batch_size=WORKLOAD["batch_size"], lr=WORKLOAD["lr"], seed=WORKLOAD["seed"],
+                   device=device, fast=False)
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(WORKLOAD["seed"])
+        initial = {k: v.detach().clone() for k, v in _model().state_dict().items()}
+    res = pflsim.simulate(_model, reference_workload(WORKLOAD["seed"]), cfg, initial)
+    per_round = [res.clients_per_round.get(r) for r in range(1, rounds + 1)]
+    if any(c != WORKLOAD["n_clients"] for c in per_round):  # not the engine's workload
+        raise RuntimeError(f"pfl trained {per_round} distinct clients in its rounds, not "
+                           f"all {WORKLOAD['n_clients']} once: the comparison would be "
+                           "meaningless")
+    diff = max(float((mine[k].cpu().double() - res.final_state[k].cpu().double()).abs().max())
+               for k in mine)
+    return {"pfl_seconds": res.seconds, "pfl_setup_seconds": res.setup_seconds,
+            "pfl_ratio": res.seconds / ours["seconds"], "pfl_accuracy": res.accuracy,
+            "pfl_max_abs_diff": diff, "pfl_version": pflsim.pfl_version(),
+            "pfl_clients_per_round": per_round}
 
 
 def _flower_module():
