@@ -4,11 +4,13 @@ A :class:`Claim` is one reviewer's checkable statement about one paper: where it
 from (the review record and its fields), our paraphrase of it, the arms that test it, the
 rules that decide it, and the verdicts locked for each scale (``audit/locks.json``).
 
-Each claim lives in its own module under ``audit/experiments/`` and defines a module-level
-``CLAIM``. Adding a claim is one new module there: the folder is the list
-(:data:`CLAIM_MODULES`, read from it), so no second list of modules or titles is kept.
-Code that claims share lives with its paper's algorithm (``audit/algorithms/``), never in
-``audit/experiments/``.
+Each claim lives in its own module in its paper's folder (``audit/papers/<paper>/``,
+beside the paper's algorithm pieces, its declarations and our notes on its record) and
+defines a module-level ``CLAIM``. Adding a claim is one new module there: the folders are
+the list (:data:`CLAIM_MODULES`: every module of a paper folder that assigns ``CLAIM`` at
+its top level, read from the source), so no second list of modules or titles is kept.
+Code that a paper's claims share lives with its algorithm pieces (``algorithm.py``,
+GENE-FL's ``simulation.py``).
 
 A claim may also live in a separately installed package: each entry point of the group
 ``audit.claims`` (:data:`ENTRY_POINT_GROUP`) names a module that defines ``CLAIM`` (or the
@@ -21,6 +23,7 @@ See ``docs/WRITING_A_CLAIM.md``.
 """
 from __future__ import annotations
 
+import ast
 import dataclasses
 import hashlib
 import importlib
@@ -42,15 +45,31 @@ LOCKS_PATH = Path(__file__).with_name("locks.json")
 
 
 
+def _assigns_claim(path: Path) -> bool:
+    """Whether the module at ``path`` assigns ``CLAIM`` at its top level (read, not run)."""
+    try:
+        tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    except (OSError, SyntaxError, ValueError):
+        return False
+    for node in tree.body:
+        targets = (node.targets if isinstance(node, ast.Assign) else
+                   [node.target] if isinstance(node, (ast.AnnAssign, ast.AugAssign)) else [])
+        if any(isinstance(t, ast.Name) and t.id == "CLAIM" for t in targets):
+            return True
+    return False
+
+
 def _built_in_modules() -> tuple[str, ...]:
-    """Every module in ``audit/experiments/`` (each defines ``CLAIM``), by name; read from
-    the folder, without importing anything (``audit list`` stays torch-free)."""
-    folder = Path(__file__).with_name("experiments")
-    return tuple(f"audit.experiments.{p.stem}" for p in sorted(folder.glob("*.py"))
-                 if not p.stem.startswith("_"))
+    """Every module of a paper folder (``audit/papers/<paper>/*.py``) that assigns ``CLAIM``,
+    by name, paper by paper; read from the folders without importing anything (``audit
+    list`` stays torch-free). A paper's algorithm, notes and declarations assign none."""
+    folder = Path(__file__).with_name("papers")
+    return tuple(f"audit.papers.{p.parent.name}.{p.stem}"
+                 for p in sorted(folder.glob("*/*.py"))
+                 if not p.stem.startswith("_") and _assigns_claim(p))
 
 
-#: The built-in claims' modules: the files of ``audit/experiments/``, one claim each.
+#: The built-in claims' modules: one claim each, from the paper folders.
 CLAIM_MODULES: tuple[str, ...] = _built_in_modules()
 
 

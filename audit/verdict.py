@@ -6,7 +6,7 @@ count). A claim is made of parts (a structural fact and its consequence, a proof
 experiment); each part is decided by its own :class:`Rule`, and the claim's verdict is
 combined from the parts by a :class:`Combination` whose text is printed too.
 
-Rules are code objects that live next to their claim (``audit/experiments/``); the text a
+Rules are code objects that live next to their claim (``audit/papers/<paper>/``); the text a
 report prints is the ``text`` attribute of the very object that decided, so the printed
 rule cannot drift from the applied one.
 """

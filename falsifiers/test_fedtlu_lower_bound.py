@@ -1,6 +1,6 @@
 """Falsifier for `fedtlu-lower-bound` (FedTLU, arXiv 2412.17692; CLAIMS.md section 2).
 
-The exact numbers of part 1 are closed forms (see audit/algorithms/fedtlu.py):
+The exact numbers of part 1 are closed forms (see audit/papers/fedtlu/algorithm.py):
 on f = 0.5*3*|w|^2, eta = 1, |w| = 1, A = 9: D = eta*a*(1 - eta*L/2) = -a/2 per block,
 so D_full = LB_full = -4.5 and D_S = LB_S = -0.95*9/2 = -4.275.
 """

@@ -1,6 +1,6 @@
 """Falsifier: FLAYER's Eq. 4 factor (arXiv 2412.07062, Eq. 4) has no upper bound.
 
-The multiplier is audit.algorithms.flayer.eq4_multiplier with floor = 0; here its values
+The multiplier is audit.papers.flayer.algorithm.eq4_multiplier with floor = 0; here its values
 are checked against hand computations, and the verdict against its lock.
 """
 import math
@@ -66,7 +66,7 @@ def test_parts(result):
 
 
 def test_eq4_multiplier_at_zero_is_infinite_as_printed():
-    from audit.algorithms.flayer import eq4_multiplier
+    from audit.papers.flayer.algorithm import eq4_multiplier
 
     assert eq4_multiplier(0.0, 6, 6, floor=0.0) == math.inf  # 1/0: the printed rate
     assert eq4_multiplier(0.0, 6, 6) == pytest.approx(1 + math.log1p(1e12))  # project floor
@@ -74,7 +74,7 @@ def test_eq4_multiplier_at_zero_is_infinite_as_printed():
 
 def test_paper_scale_without_data_is_a_clear_error(monkeypatch):
     from audit.claims import AuditError, RunSpec
-    from audit.experiments.flayer_eq4_unbounded import CLAIM as C
+    from audit.papers.flayer.eq4_unbounded import CLAIM as C
     from audit.runner import make_context
 
     monkeypatch.delenv("AUDIT_DATA", raising=False)
@@ -90,7 +90,7 @@ def _ev_unbounded(m_at_L, slopes=((1 / 6, 1 / 6), (0.5, 0.5), (1.0, 1.0)), monot
 
 
 def test_unbounded_rule_reaches_each_outcome():
-    from audit.experiments.flayer_eq4_unbounded import RULE_UNBOUNDED
+    from audit.papers.flayer.eq4_unbounded import RULE_UNBOUNDED
 
     assert RULE_UNBOUNDED.kind == "derivation"
     assert RULE_UNBOUNDED(_ev_unbounded([1.7, 20.0, 200.0])).verdict.value == "CONFIRMED"
@@ -103,7 +103,7 @@ def test_unbounded_rule_reaches_each_outcome():
 
 
 def test_in_practice_is_a_measurement_without_verdict():
-    from audit.experiments.flayer_eq4_unbounded import CLAIM, RULE_PRACTICE
+    from audit.papers.flayer.eq4_unbounded import CLAIM, RULE_PRACTICE
 
     assert RULE_PRACTICE.kind == "measurement" and RULE_PRACTICE.reachable == ("INCONCLUSIVE",)
     for top in (1.5, 5.47, 1e6):  # whatever the size, no verdict

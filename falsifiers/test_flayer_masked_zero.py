@@ -18,7 +18,7 @@ import pytest
 import torch
 from hypothesis import given, settings
 
-from audit.algorithms.flayer import ARMS, CORRECTED, SERVER_RULES, eq4_multiplier
+from audit.papers.flayer.algorithm import ARMS, CORRECTED, SERVER_RULES, eq4_multiplier
 from audit.fl.aggregate import Upload
 from audit.pytest_plugin import check_lock
 

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import torch
 
-from audit.experiments.genefl_inverted_cosine import perturbation_test, selection_stats
+from audit.papers.genefl.inverted_cosine import perturbation_test, selection_stats
 from audit.pytest_plugin import check_lock
 
 CLAIM = "genefl-inverted-cosine"
@@ -79,7 +79,7 @@ def test_verdict_is_locked(result):
 
 def test_paper_scale_without_data_is_a_clear_error(monkeypatch):
     from audit.claims import AuditError, RunSpec
-    from audit.experiments.genefl_inverted_cosine import CLAIM
+    from audit.papers.genefl.inverted_cosine import CLAIM
     from audit.runner import make_context
 
     monkeypatch.delenv("AUDIT_DATA", raising=False)

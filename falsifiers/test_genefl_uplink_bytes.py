@@ -90,7 +90,7 @@ def test_simulated_run_metered_uploads_equal_the_selected_layers(result):
 
 def test_paper_scale_simulation_without_data_is_a_clear_error(monkeypatch):
     from audit.claims import AuditError, RunSpec
-    from audit.experiments.genefl_uplink_bytes import CLAIM
+    from audit.papers.genefl.uplink_bytes import CLAIM
     from audit.runner import make_context
 
     monkeypatch.delenv("AUDIT_DATA", raising=False)

@@ -111,7 +111,7 @@ def test_cosine_figure_has_every_arm(result):
 
 def test_verdict_is_the_questions_word_and_measurements_never_move_it(result):
     from audit.verdict import Part
-    from audit.experiments.lips_dropout_control import CLAIM
+    from audit.papers.lips.dropout_control import CLAIM
 
     parts = result.verdict.parts
     assert {p.id for p in parts} == {"regularisation-controls", "layer-targeting",
@@ -127,7 +127,7 @@ def test_verdict_is_the_questions_word_and_measurements_never_move_it(result):
 
 
 def test_questions_name_decided_parts(result):
-    from audit.experiments.lips_dropout_control import CLAIM
+    from audit.papers.lips.dropout_control import CLAIM
 
     ids = {p.id for p in result.verdict.parts}
     by_id = {q.id: q for q in CLAIM.questions}

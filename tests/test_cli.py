@@ -73,19 +73,30 @@ def test_verify_passes_on_the_lock_and_fails_on_a_flip(toy, tmp_path, monkeypatc
             in capsys.readouterr().err)
 
 
-def test_the_experiments_folder_is_the_registry():
-    """Every module of audit/experiments is a built-in claim (no second list of modules or
-    titles is kept), and each defines the claim its file names."""
+def test_the_paper_folders_are_the_registry(tmp_path):
+    """Every module of a paper folder that assigns CLAIM is a built-in claim (no second
+    list of modules or titles is kept), each defines the claim its folder and file name,
+    and a paper's algorithm, notes and declarations are not claims."""
     from pathlib import Path
 
     from audit import claims
 
-    folder = Path(claims.__file__).with_name("experiments")
-    files = sorted(p.stem for p in folder.glob("*.py") if not p.stem.startswith("_"))
-    assert [m.rsplit(".", 1)[1] for m in claims._built_in_modules()] == files
+    folder = Path(claims.__file__).with_name("papers")
+    files = sorted(f"{p.parent.name}_{p.stem}" for p in folder.glob("*/*.py")
+                   if p.stem not in ("__init__", "algorithm", "notes", "simulation"))
+    assert sorted(m.split(".", 2)[2].replace(".", "_") for m in claims._built_in_modules()) \
+        == files
     built = {cid: c for cid, c in claims.registry().items() if not c.origin}
     assert sorted(c.id.replace("-", "_") for c in built.values()) == files
     assert not hasattr(claims, "PENDING") and not hasattr(claims, "PendingClaim")
+    # the test is the source, read, not run: an assignment at the top level counts; one
+    # inside a function, a name that merely contains CLAIM, or a broken file does not
+    cases = {"a.py": "CLAIM = make()\n", "b.py": "CLAIM: object = make()\n",
+             "c.py": "def f():\n    CLAIM = 1\n", "d.py": "MY_CLAIM = 1\nCLAIMS = []\n",
+             "e.py": "CLAIM = (\n", "f.py": "import os\nos.system('false')\nCLAIM = 1\n"}
+    for name, text in cases.items():
+        (tmp_path / name).write_text(text)
+    assert {n for n in cases if claims._assigns_claim(tmp_path / n)} == {"a.py", "b.py", "f.py"}
 
 
 @pytest.mark.parametrize("argv, message", [

@@ -202,7 +202,7 @@ def test_a_duplicate_claim_id_is_an_error_naming_both(tmp_path, monkeypatch, cap
     monkeypatch.syspath_prepend(str(site))
     try:
         with pytest.raises(claims_mod.AuditError, match=r"defined twice: by the built-in "
-                           r"module audit\.experiments\.flayer_masked_zero and by entry "
+                           r"module audit\.papers\.flayer\.masked_zero and by entry "
                            r"point 'dup = extdup\.claim'"):
             claims_mod.registry()
         assert main(["list"]) == 2

@@ -1,4 +1,4 @@
-"""Tests of audit/algorithms/fedtlu.py: the exact proof pieces, the score, the selection.
+"""Tests of audit/papers/fedtlu/algorithm.py: the exact proof pieces, the score, the selection.
 
 Reference values are closed forms, written next to each assertion.
 """
@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 
 from audit import stats
-from audit.algorithms import fedtlu as tlu
+from audit.papers.fedtlu import algorithm as tlu
 from audit.fl.aggregate import Upload, chain, fedavg, weighted_mean
 from audit.fl.models import build_lm
 
@@ -308,7 +308,7 @@ def test_random_selector_run_resumes_from_a_checkpoint_with_the_same_numbers(tmp
 
 _RATIO_SCRIPT = """
 import numpy as np, torch
-from audit.algorithms import fedtlu as tlu
+from audit.papers.fedtlu import algorithm as tlu
 from audit.fl.data import contiguous_partition, load_stdlib_chars, make_federated
 from audit.fl.engine import FLConfig, run_federated
 from audit.fl.models import build_lm
@@ -344,7 +344,7 @@ def test_metrics_do_not_depend_on_python_string_hashing():
 # ================================================== fedtlu-lower-bound: rules, premise, vote
 from audit import calibration  # noqa: E402
 from audit.claims import RunContext, RunSpec  # noqa: E402
-from audit.experiments import fedtlu_lower_bound as LB  # noqa: E402
+from audit.papers.fedtlu import lower_bound as LB  # noqa: E402
 from audit.verdict import Outcome, Part, Premise, premise_gate  # noqa: E402
 
 _ALPHA = 0.05 / 3
@@ -720,7 +720,7 @@ def test_composite_error_rates_under_global_nulls(dist, n):
 
 
 # ======================================== fedtlu-score-undefined: every reachable outcome
-from audit.experiments import fedtlu_score_undefined as SU  # noqa: E402
+from audit.papers.fedtlu import score_undefined as SU  # noqa: E402
 
 
 def _cases(zero, const):

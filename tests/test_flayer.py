@@ -1,4 +1,4 @@
-"""FLAYER's pieces (audit/algorithms/flayer.py): equations, masks, hooks, determinism.
+"""FLAYER's pieces (audit/papers/flayer/algorithm.py): equations, masks, hooks, determinism.
 
 Reference values are computed by hand from the printed equations of arXiv 2412.07062v3
 (Eq. 4, Eq. 9); the source of each number is in the comment beside it.
@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import torch
 
-from audit.algorithms.flayer import (ARMS, FLAYER, SERVER_RULES, Options, eq4_multiplier,
+from audit.papers.flayer.algorithm import (ARMS, FLAYER, SERVER_RULES, Options, eq4_multiplier,
                                      head_mix, kernel_slice_mask, make_algorithm,
                                      structure_metrics, topk_mask, upload_fraction)
 from audit.fl.aggregate import Upload
@@ -197,7 +197,7 @@ def test_printed_upload_keeps_top_fraction_per_tensor():
 # ---------------------------------------------------------------- the claim module
 def test_claim_specs_per_scale():
     from audit.claims import RunContext
-    from audit.experiments.flayer_masked_zero import CLAIM, SCALES, specs
+    from audit.papers.flayer.masked_zero import CLAIM, SCALES, specs
 
     seeds = tuple(range(8))  # the three-way rule decides from 6 pairs: sweeps use 6
     smoke = specs(RunContext(CLAIM.id, "smoke", SCALES["smoke"], seeds))
@@ -219,7 +219,7 @@ def test_claim_specs_per_scale():
 
 def test_paper_scale_without_data_is_a_clear_error(monkeypatch):
     from audit.claims import AuditError, RunContext, RunSpec
-    from audit.experiments.flayer_masked_zero import CLAIM, SCALES, run
+    from audit.papers.flayer.masked_zero import CLAIM, SCALES, run
 
     monkeypatch.delenv("AUDIT_DATA", raising=False)
     ctx = RunContext(CLAIM.id, "paper", SCALES["paper"], (0, 1))
@@ -278,7 +278,7 @@ def _ev(tw, sensitive=True):
 
 
 def test_collapse_rule_reaches_each_outcome_and_is_gated_by_the_premise():
-    from audit.experiments.flayer_masked_zero import RULE_COLLAPSE, premise_of
+    from audit.papers.flayer.masked_zero import RULE_COLLAPSE, premise_of
     from audit.verdict import premise_gate
 
     # no difference exactly 0: the exact sign test needs 7 of 8 seeds that differ
@@ -313,7 +313,7 @@ def test_collapse_rule_reaches_each_outcome_and_is_gated_by_the_premise():
 
 
 def test_structural_rule_reaches_each_outcome():
-    from audit.experiments.flayer_masked_zero import RULE_STRUCTURAL
+    from audit.papers.flayer.masked_zero import RULE_STRUCTURAL
 
     assert RULE_STRUCTURAL.kind == "derivation"
     ok = {"runs": 5, "rounds_checked": 60, "max_unselected_nonzero": 0,
@@ -328,7 +328,7 @@ def test_structural_rule_reaches_each_outcome():
 
 
 def test_collapse_global_is_a_measurement_outside_the_verdict():
-    from audit.experiments.flayer_masked_zero import CLAIM, RULE_COLLAPSE_GLOBAL
+    from audit.papers.flayer.masked_zero import CLAIM, RULE_COLLAPSE_GLOBAL
 
     big = _tw([b + 0.3 + e for b, e in zip(_B, (0, .01, -.01, .005, 0, .003, -.006, .008))],
               _B)  # not all differences equal: the rule refuses those

@@ -38,7 +38,7 @@ from hypothesis import HealthCheck, example, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 from hypothesis.extra import numpy as hnp  # noqa: E402
 
-from audit.algorithms.flayer import make_algorithm  # noqa: E402
+from audit.papers.flayer.algorithm import make_algorithm  # noqa: E402
 from audit.fl.aggregate import Upload, fedavg  # noqa: E402
 from audit.fl.bench import _model, reference_workload, run_bench  # noqa: E402
 from audit.fl.data import FederatedData  # noqa: E402
@@ -199,7 +199,7 @@ def test_bad_input_is_one_clear_line():
 
 def test_core_package_does_not_import_flwr():
     code = ("import sys, audit, audit.cli, audit.runner, audit.fl.engine, audit.fl.bench, "
-            "audit.algorithms.flayer; assert 'flwr' not in sys.modules, 'flwr imported'")
+            "audit.papers.flayer.algorithm; assert 'flwr' not in sys.modules, 'flwr imported'")
     subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT)
 
 
@@ -325,7 +325,7 @@ def test_every_rule_through_strategy_and_client_app_equals_the_engine(rule):
 
 
 def test_rules_are_the_audit_pieces():
-    from audit.algorithms.flayer import SERVER_RULES
+    from audit.papers.flayer.algorithm import SERVER_RULES
 
     for name, rule in SERVER_RULES.items():
         assert RULES[name] is rule and AuditStrategy(name).rule is rule
@@ -352,7 +352,7 @@ from functools import partial
 
 from flwr.simulation import run_simulation
 
-from audit.algorithms.flayer import make_algorithm    # FLAYER's clients, as printed
+from audit.papers.flayer.algorithm import make_algorithm    # FLAYER's clients, as printed
 from audit.fl.bench import reference_workload         # digits, 20 clients, Dirichlet(0.1)
 from audit.fl.engine import FLConfig
 from audit.fl.flower import AuditStrategy, client_app, server_app

@@ -1,11 +1,11 @@
-"""GENE-FL pieces (audit/algorithms/genefl.py): Eq. 9's score, the selection arms."""
+"""GENE-FL pieces (audit/papers/genefl/algorithm.py): Eq. 9's score, the selection arms."""
 import numpy as np
 import pytest
 import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from audit.algorithms import genefl as G
+from audit.papers.genefl import algorithm as G
 
 # two layers of 2 and 4 parameters: hand-checkable cosines
 LAYERS = {"a": ["a.w"], "b": ["b.w"]}
@@ -112,8 +112,8 @@ def test_simulate_killed_midway_resumes_to_the_uninterrupted_output(tmp_path, mo
     # killed in round 3 of cluster 1, so cluster 0's result and cluster 1's round-2
     # state are on disk. The random arm draws from the algorithm's own generator, so
     # its state must travel too; the metered byte log must neither lose nor repeat rounds.
-    from audit.experiments.genefl_inverted_cosine import SMOKE_SIM
-    from audit.algorithms.genefl_sim import simulate
+    from audit.papers.genefl.inverted_cosine import SMOKE_SIM
+    from audit.papers.genefl.simulation import simulate
 
     torch.set_num_threads(1)
     cfg = {**SMOKE_SIM, "rounds": 4, "n_agnostic": 2, "finetune_steps": 4}
@@ -187,7 +187,7 @@ from audit.verdict import Outcome, premise_gate  # noqa: E402
 
 
 def _ic():
-    from audit.experiments import genefl_inverted_cosine as IC
+    from audit.papers.genefl import inverted_cosine as IC
 
     return IC
 
@@ -307,7 +307,7 @@ def test_composite_calibration_under_a_global_null():
 
 # ------------------------------------------------------- uplink bytes: parts, by hand
 def test_uplink_parts_reach_each_declared_outcome_and_are_derivations():
-    from audit.experiments import genefl_uplink_bytes as UB
+    from audit.papers.genefl import uplink_bytes as UB
 
     for rule in (UB.RULE_RATIO, UB.RULE_FORMULA):
         assert rule.kind == "derivation"
@@ -340,7 +340,7 @@ def test_uplink_parts_reach_each_declared_outcome_and_are_derivations():
 
 
 def test_participants_sweep_ends():
-    from audit.experiments.genefl_uplink_bytes import client_counts, participants
+    from audit.papers.genefl.uplink_bytes import client_counts, participants
 
     assert participants(100, 10, 10) == 10
     assert participants(100, 10, 100) == 100  # every client takes part (seeded draw)
@@ -588,7 +588,7 @@ def test_agnostic_validation_split_is_held_out_and_read(monkeypatch):
     # A tuning unit (seed 1000) with a quarter of each agnostic client's training examples
     # held out: its result reads accuracy on them (the claim's one validation metric), and
     # the held-out indices touch neither the client's test split nor what it fine-tunes on
-    from audit.algorithms import genefl_sim
+    from audit.papers.genefl import simulation as genefl_sim
     from audit.claims import RunSpec
     from audit.runner import make_context
     from audit.tuning import test_metric_problem

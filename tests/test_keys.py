@@ -11,7 +11,7 @@ import pytest
 
 import audit.keys as keys
 
-FLAYER = "audit.experiments.flayer_masked_zero"
+FLAYER = "audit.papers.flayer.masked_zero"
 
 
 @pytest.fixture
@@ -27,21 +27,21 @@ def tree(tmp_path, monkeypatch) -> Path:
 def test_closure_holds_what_the_claim_imports_and_nothing_it_does_not():
     closure = set(keys.module_closure(FLAYER))
     # its declarations, its paper's algorithm (imported inside a function), the engine
-    assert {FLAYER, "audit.experiments.declarations.flayer_masked_zero",
-            "audit.algorithms.flayer", "audit.fl.engine", "audit.stats",
+    assert {FLAYER, "audit.papers.flayer.declarations.masked_zero",
+            "audit.papers.flayer.algorithm", "audit.fl.engine", "audit.stats",
             "audit.claims", "audit", "audit.fl"} <= closure
     # the CLI, the reports, the pool, other papers' claims and algorithms
     assert not closure & {"audit.cli", "audit.report", "audit.regime", "audit.pool",
-                          "audit.coverage", "audit.experiments.lips_dropout_control",
-                          "audit.algorithms.lips", "audit.algorithms.genefl"}
+                          "audit.coverage", "audit.papers.lips.dropout_control",
+                          "audit.papers.lips.algorithm", "audit.papers.genefl.algorithm"}
 
 
 def _edit(path: Path) -> None:
     path.write_text(path.read_text() + "\n# an edit\n")
 
 
-@pytest.mark.parametrize("outside", ["cli.py", "report.py", "experiments/lips_dropout_control.py",
-                                     "algorithms/lips.py"])
+@pytest.mark.parametrize("outside", ["cli.py", "report.py", "papers/lips/dropout_control.py",
+                                     "papers/lips/algorithm.py", "papers/flayer/notes.py"])
 def test_an_edit_outside_the_closure_keeps_the_version(tree, outside):
     before = keys.claim_code_version(FLAYER)
     _edit(tree / outside)
@@ -49,9 +49,9 @@ def test_an_edit_outside_the_closure_keeps_the_version(tree, outside):
     assert keys.code_version() != before  # the whole package's version did move
 
 
-@pytest.mark.parametrize("inside", ["fl/training.py", "algorithms/flayer.py", "stats.py",
-                                    "experiments/declarations/flayer_masked_zero.py",
-                                    "__init__.py"])
+@pytest.mark.parametrize("inside", ["fl/training.py", "papers/flayer/algorithm.py", "stats.py",
+                                    "papers/flayer/declarations/masked_zero.py",
+                                    "papers/flayer/__init__.py", "__init__.py"])
 def test_an_edit_inside_the_closure_changes_the_version(tree, inside):
     before = keys.claim_code_version(FLAYER)
     _edit(tree / inside)
@@ -105,8 +105,8 @@ def test_the_harness_every_result_passes_through_is_in_every_version(tree, harne
     # the pool's and Ray's unit wrappers and the runner's checked_result turn what run
     # returns into what is cached, whichever claim it is
     before = {m: keys.claim_code_version(m) for m in
-              (FLAYER, "audit.experiments.fedtlu_score_undefined",
-               "audit.experiments.genefl_uplink_bytes")}
+              (FLAYER, "audit.papers.fedtlu.score_undefined",
+               "audit.papers.genefl.uplink_bytes")}
     _edit(tree / harness)
     assert all(keys.claim_code_version(m) != v for m, v in before.items())
 
@@ -125,7 +125,7 @@ def test_a_wrapped_run_is_keyed_on_the_wrapper_s_module(tmp_path):
     def wrapped(spec, ctx):
         return inner(spec, ctx)
 
-    assert wrapped.__module__ == "audit.experiments.lips_dropout_control"
+    assert wrapped.__module__ == "audit.papers.lips.dropout_control"
     assert dataclasses.replace(claim, run=wrapped).code_module() == ""  # the whole package
     assert dataclasses.replace(claim, run=functools.partial(inner)).code_module() == ""
     assert keys.package_module(keys.PACKAGE_DIR / "fl" / "engine.py") == "audit.fl.engine"

@@ -20,6 +20,8 @@ from pathlib import Path
 
 import pytest
 
+from audit.claims import CLAIM_MODULES
+
 ROOT = Path(__file__).resolve().parents[1]
 
 # Runs a CLI command with every `import torch...` statement watched: for each, the
@@ -27,6 +29,7 @@ ROOT = Path(__file__).resolve().parents[1]
 # running the statement, is recorded.
 _WATCH = textwrap.dedent("""
     import builtins, json, sys
+    from audit.claims import CLAIM_MODULES  # read from the folders; imports no torch
     blamed, real = set(), builtins.__import__
 
     def watch(name, globals=None, locals=None, fromlist=(), level=0):
@@ -35,7 +38,7 @@ _WATCH = textwrap.dedent("""
             f, claim = sys._getframe(1), None
             while f is not None and claim is None:  # the innermost claim module
                 mod = f.f_globals.get("__name__", "")
-                if mod.startswith("audit.experiments."):
+                if mod in CLAIM_MODULES:
                     claim = mod
                 f = f.f_back
             blamed.add(claim or here)
@@ -63,7 +66,7 @@ def _run_watched(*args: str) -> dict:
 
 def _check_torch_free(result: dict) -> None:
     blamed = set(result["blamed"])
-    core = sorted(b for b in blamed if not b.startswith("audit.experiments."))
+    core = sorted(b for b in blamed if b not in CLAIM_MODULES)
     assert not core, f"the core imports torch on this path: {core}"
     claims = sorted(blamed - set(core))
     assert not claims, f"claim modules import torch at import time: {claims}"
@@ -161,7 +164,7 @@ def test_the_pool_and_ray_workers_get_the_whole_context(toy):
 
 
 def test_flayer_server_arms_are_the_engines_named_compositions():
-    from audit.algorithms.flayer import ARMS, SERVER_RULES
+    from audit.papers.flayer.algorithm import ARMS, SERVER_RULES
     from audit.fl.aggregate import MASKED_COMPOSITIONS
 
     assert list(SERVER_RULES) == list(MASKED_COMPOSITIONS)
@@ -170,12 +173,12 @@ def test_flayer_server_arms_are_the_engines_named_compositions():
 
 
 # ------------------------------------------------------------------ declarations apart
-DECLARED = ROOT / "audit" / "experiments" / "declarations"
+PAPERS = ROOT / "audit" / "papers"
 # what a declaration module may import: value types and constants, never a claim's code,
-# the engine, the algorithms or an array library (see its package's docstring)
+# the engine, the algorithms or an array library (see audit.papers's docstring); of the
+# paper folders, only the shared constants of audit.papers itself and declarations
 _DECLARATION_IMPORTS = ("audit.claims", "audit.verdict", "audit.tuning", "audit.seeds",
-                        "audit.papers", "audit.questions", "audit.experiments.declarations",
-                        "__future__",
+                        "audit.questions", "__future__",
                         "math", "dataclasses", "typing", "fractions")
 
 
@@ -193,23 +196,35 @@ def _imports(path: Path) -> set[str]:
 
 
 def _declaration_modules() -> list[Path]:
-    return sorted(p for p in DECLARED.glob("*.py") if p.name != "__init__.py")
+    return sorted(p for p in PAPERS.glob("*/declarations/*.py") if p.name != "__init__.py")
 
 
-@pytest.mark.parametrize("path", _declaration_modules(), ids=lambda p: p.stem)
+def _declaration_import_ok(name: str, paper: str) -> bool:
+    if name == "audit.papers" or name == f"audit.papers.{paper}.declarations" or \
+            name.startswith(f"audit.papers.{paper}.declarations."):
+        return True
+    return any(name == ok or name.startswith(ok + ".") for ok in _DECLARATION_IMPORTS)
+
+
+@pytest.mark.parametrize("path", _declaration_modules(),
+                         ids=lambda p: f"{p.parent.parent.name}.{p.stem}")
 def test_a_declaration_module_imports_only_value_types(path):
-    bad = sorted(n for n in _imports(path)
-                 if not any(n == ok or n.startswith(ok + ".") for ok in _DECLARATION_IMPORTS))
+    paper = path.parent.parent.name
+    bad = sorted(n for n in _imports(path) if not _declaration_import_ok(n, paper))
     assert not bad, f"{path.name} imports {bad}: a declaration module holds literals only"
 
 
-@pytest.mark.parametrize("path", _declaration_modules(), ids=lambda p: p.stem)
+@pytest.mark.parametrize("path", _declaration_modules(),
+                         ids=lambda p: f"{p.parent.parent.name}.{p.stem}")
 def test_a_declaration_module_belongs_to_a_claim_that_uses_it(path):
-    claim = DECLARED.parent / path.name
+    paper = path.parent.parent.name
+    claim = path.parent.parent / path.name
     assert claim.is_file(), f"{path.name} declares no claim module of that name"
-    assert f"audit.experiments.declarations.{path.stem}" in _imports(claim) or \
-        "audit.experiments.declarations" in _imports(claim), \
+    assert f"audit.papers.{paper}.declarations.{path.stem}" in _imports(claim) or \
+        f"audit.papers.{paper}.declarations" in _imports(claim), \
         f"{claim.name} does not import its declarations"
+    assert f"audit.papers.{paper}.{path.stem}" in CLAIM_MODULES, \
+        f"{claim.name} is not registered as a claim (no top-level CLAIM)"
 
 
 @pytest.mark.parametrize("side", ["server", "client"])

@@ -1,4 +1,4 @@
-"""Tests of audit.algorithms.lips (LIPS, arXiv 2506.00932) and the LIPS falsifier's data.
+"""Tests of audit.papers.lips.algorithm (LIPS, arXiv 2506.00932) and the LIPS falsifier's data.
 
 Prepare / Execute / Assert; literal seeds; hand-computed reference values in comments.
 """
@@ -10,7 +10,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from audit.algorithms.lips import (FedBNProbe, Schedule, gaussian_noise, grad_sensitivity,
+from audit.papers.lips.algorithm import (FedBNProbe, Schedule, gaussian_noise, grad_sensitivity,
                                    lowest_fraction_mask, printed_schedule, prune,
                                    random_score, released_schedule, update_sensitivity)
 from audit.fl.data import synthetic_classification
@@ -130,7 +130,7 @@ def test_gaussian_noise_touches_chosen_keys_on_period_only():
 # ---------------------------------------------------------------- end-to-end, tiny runs
 @pytest.fixture(scope="module")
 def fed():
-    from audit.experiments.lips_dropout_control import build_clients
+    from audit.papers.lips.dropout_control import build_clients
 
     ds = synthetic_classification(seed=3, n=400, num_classes=4, shape=(1, 8, 8))
     cfg = {"n_clients": 4, "n_train": 12, "n_val": 4, "n_test": 6, "alpha": 0.5}
@@ -188,7 +188,7 @@ def test_freeze_keeps_global_middle_layers_fixed(fed):
 
 # --------------------------------------------------------------------------- the data
 def test_build_clients_sizes_skew_and_determinism():
-    from audit.experiments.lips_dropout_control import build_clients
+    from audit.papers.lips.dropout_control import build_clients
 
     ds = synthetic_classification(seed=1, n=600, num_classes=6, shape=(1, 8, 8))
     cfg = {"n_clients": 5, "n_train": 20, "n_val": 10, "n_test": 30, "alpha": 0.1}
@@ -206,7 +206,7 @@ def test_build_clients_sizes_skew_and_determinism():
 
 def test_paper_scale_without_data_is_a_clear_error(tmp_path):
     from audit.claims import AuditError, RunSpec
-    from audit.experiments.lips_dropout_control import CLAIM, run
+    from audit.papers.lips.dropout_control import CLAIM, run
     from audit.runner import make_context
 
     ctx = make_context(CLAIM, "paper", data_dir=str(tmp_path))  # an empty directory
@@ -298,7 +298,7 @@ def _part(pid, outcome):
 
 
 def test_combination_is_the_questions_common_word_measurements_left_out():
-    from audit.experiments.lips_dropout_control import CLAIM, COMBINATION
+    from audit.papers.lips.dropout_control import CLAIM, COMBINATION
 
     deciding = [q for q in CLAIM.questions if q.kind != "measurement"]
     measured = [q for q in CLAIM.questions if q.kind == "measurement"]
@@ -317,7 +317,7 @@ def test_combination_is_the_questions_common_word_measurements_left_out():
 
 @pytest.mark.parametrize("rule_name", ["RULE_CONTROLS", "RULE_LAYERS"])
 def test_family_rules_reach_each_outcome(rule_name):
-    import audit.experiments.lips_dropout_control as L
+    import audit.papers.lips.dropout_control as L
 
     rule = getattr(L, rule_name)
     assert rule.kind == "experiment" and set(rule.reachable) == set(ALL_OUTCOMES)
@@ -334,7 +334,7 @@ def test_family_rules_reach_each_outcome(rule_name):
 
 
 def test_random_mask_rule_reaches_each_outcome():
-    from audit.experiments.lips_dropout_control import RULE_RANDOM
+    from audit.papers.lips.dropout_control import RULE_RANDOM
 
     assert RULE_RANDOM(_tw(UP), True, 0.11).verdict == O.REFUTED  # LIPS better
     assert RULE_RANDOM(_tw(-UP), True, 0.11).verdict == O.CONFIRMED  # random better
@@ -343,7 +343,7 @@ def test_random_mask_rule_reaches_each_outcome():
 
 
 def test_measurement_parts_carry_no_verdict():
-    from audit.experiments.lips_dropout_control import RULE_COSINE, RULE_SELECTION
+    from audit.papers.lips.dropout_control import RULE_COSINE, RULE_SELECTION
 
     for rule in (RULE_SELECTION, RULE_COSINE):
         assert rule.kind == "measurement" and rule.reachable == ("INCONCLUSIVE",)
@@ -356,7 +356,7 @@ def test_measurement_parts_carry_no_verdict():
 
 
 def test_premise_gate_turns_decided_parts_inconclusive():
-    from audit.experiments.lips_dropout_control import RULE_CONTROLS
+    from audit.papers.lips.dropout_control import RULE_CONTROLS
     from audit.verdict import premise_gate
 
     part = RULE_CONTROLS({"a": _tw(-UP)}, True, 0.11)
@@ -372,7 +372,7 @@ def _fake_results(ctx, means, seed=0, sd=1.0, noise=0.3):
     """Results of every unit with accuracies base + means[arm] + noise (points), the
     second tuning candidate 0.5 points worse."""
     from audit.claims import RunSpec
-    from audit.experiments.lips_dropout_control import ARM_NAMES, candidates
+    from audit.papers.lips.dropout_control import ARM_NAMES, candidates
 
     rng = np.random.default_rng(seed)
     base = 85 + sd * rng.standard_normal(len(ctx.seeds))
@@ -393,7 +393,7 @@ def _fake_results(ctx, means, seed=0, sd=1.0, noise=0.3):
 
 
 def _ctx(n=10, **overrides):
-    from audit.experiments.lips_dropout_control import CLAIM
+    from audit.papers.lips.dropout_control import CLAIM
     from audit.runner import make_context
 
     return make_context(CLAIM, "smoke", seeds=list(range(n)), overrides=overrides)
@@ -410,7 +410,7 @@ TIED = {"lips": 4, "lips-random": 4, "lips-all-layers": 4, "fedbn-dropout-middle
     ({**TIED, "lips": -3}, "not reproduced", O.INCONCLUSIVE),  # LIPS below FedBN: gated
 ])
 def test_analyse_premise_and_verdict(means, premise, verdict):
-    from audit.experiments.lips_dropout_control import COMBINATION, analyse
+    from audit.papers.lips.dropout_control import COMBINATION, analyse
 
     ctx = _ctx()
     a = analyse(_fake_results(ctx, means), ctx)
@@ -424,7 +424,7 @@ def test_analyse_premise_and_verdict(means, premise, verdict):
 
 
 def test_analyse_premise_undecided_on_noise():
-    from audit.experiments.lips_dropout_control import analyse
+    from audit.papers.lips.dropout_control import analyse
 
     ctx = _ctx(n=4)
     a = analyse(_fake_results(ctx, {"lips": 1.0, "fedbn-short": -2.5}, noise=3.0), ctx)
@@ -432,7 +432,7 @@ def test_analyse_premise_undecided_on_noise():
 
 
 def test_planted_handicap_not_detected_means_no_equivalence():
-    from audit.experiments.lips_dropout_control import analyse
+    from audit.papers.lips.dropout_control import analyse
 
     ctx = _ctx()
     a = analyse(_fake_results(ctx, {**TIED, "fedbn-short": 0.0}), ctx)
@@ -444,7 +444,7 @@ def test_planted_handicap_not_detected_means_no_equivalence():
 def test_printed_rule_follows_the_parameters():
     from dataclasses import replace
 
-    from audit.experiments.lips_dropout_control import analyse
+    from audit.papers.lips.dropout_control import analyse
 
     ctx = _ctx(equivalence_margin=1.5)
     a = analyse(_fake_results(ctx, TIED), ctx)
@@ -459,7 +459,7 @@ def test_printed_rule_follows_the_parameters():
 
 
 def test_analyse_works_on_twenty_seeds_and_on_two():
-    from audit.experiments.lips_dropout_control import analyse
+    from audit.papers.lips.dropout_control import analyse
 
     ctx = _ctx(n=20)
     with stats.without_flip():
@@ -471,7 +471,7 @@ def test_analyse_works_on_twenty_seeds_and_on_two():
 def test_bench_analyse_at_twenty_seeds(benchmark):
     """Speed of one analysis at 20 seeds without the flip search, as the stability check
     calls it once per left-out seed (measured by pytest-benchmark, not asserted)."""
-    from audit.experiments.lips_dropout_control import analyse
+    from audit.papers.lips.dropout_control import analyse
 
     ctx = _ctx(n=20)
     res = _fake_results(ctx, TIED)
@@ -484,7 +484,7 @@ def test_bench_analyse_at_twenty_seeds(benchmark):
 
 
 def test_released_arm_scales_the_horizon_to_the_run():
-    from audit.experiments.lips_dropout_control import SCALES, make_arm
+    from audit.papers.lips.dropout_control import SCALES, make_arm
 
     cfg = dict(SCALES["smoke"])
     alg, _, _ = make_arm("lips-released-score", (0.5, 5), cfg)
@@ -562,7 +562,7 @@ def test_outer_keys_are_the_first_and_last_weight_layers(fed):
 
 
 def test_gap_rule_reaches_each_outcome():
-    from audit.experiments.lips_dropout_control import RULE_GAP
+    from audit.papers.lips.dropout_control import RULE_GAP
 
     assert RULE_GAP.kind == "experiment" and set(RULE_GAP.reachable) == set(ALL_OUTCOMES)
     assert RULE_GAP(_tw(UP), True, 0.11).verdict == O.REFUTED  # LIPS narrows the gap
@@ -581,7 +581,7 @@ def _cos_tw(delta, sensitive=True):
 
 
 def test_full_reviewer_test_needs_accuracy_and_cosine():
-    from audit.experiments.lips_dropout_control import COS_MARGIN, RULE_BOTH
+    from audit.papers.lips.dropout_control import COS_MARGIN, RULE_BOTH
 
     assert COS_MARGIN == 0.02 and set(RULE_BOTH.reachable) == set(ALL_OUTCOMES)
     c_same, c_higher = _cos_tw(TIE / 100), _cos_tw(UP / 100)  # +0.03-0.04: more inert
@@ -600,7 +600,7 @@ def test_full_reviewer_test_needs_accuracy_and_cosine():
 
 
 def test_overfitting_and_best_round_are_measurements():
-    from audit.experiments.lips_dropout_control import RULE_BEST_ROUND, RULE_OVERFIT
+    from audit.papers.lips.dropout_control import RULE_BEST_ROUND, RULE_OVERFIT
 
     for rule in (RULE_OVERFIT, RULE_BEST_ROUND):
         assert rule.kind == "measurement" and rule.reachable == ("INCONCLUSIVE",)
@@ -617,7 +617,7 @@ def test_overfitting_and_best_round_are_measurements():
 
 def test_analyse_reports_the_new_questions_and_estimates():
     from audit import questions
-    from audit.experiments.lips_dropout_control import CLAIM, analyse
+    from audit.papers.lips.dropout_control import CLAIM, analyse
 
     ctx = _ctx()
     a = analyse(_fake_results(ctx, TIED), ctx)

@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 
 from audit import stats
-from audit.experiments import fedtlu_lower_bound as tlu
-from audit.experiments import flayer_masked_zero as fmz
+from audit.papers.fedtlu import lower_bound as tlu
+from audit.papers.flayer import masked_zero as fmz
 from audit.verdict import Outcome
 
 
@@ -78,7 +78,7 @@ def test_head_size_is_a_measurement_that_says_whether_s_matters():
 
 # ------------------------------------------------------- fedtlu-score-undefined: planted
 def _planted(counts, n=200):
-    from audit.experiments.fedtlu_score_undefined import CHANCE_BAND, PLANT_ALPHA
+    from audit.papers.fedtlu.score_undefined import CHANCE_BAND, PLANT_ALPHA
 
     rows = [{"family": f"f{i}", "n": n, "useful_picked": k,
              "mean_loss_decrease_of_pick": 0.0} for i, k in enumerate(counts)]
@@ -94,15 +94,15 @@ def _planted(counts, n=200):
     ((20, 19, 13), 20, "INCONCLUSIVE"),    # 13 of 20: interval 0.41-0.85, p = 0.13
 ])
 def test_planted_pick_rule_reaches_each_outcome(counts, n, want):
-    from audit.experiments.fedtlu_score_undefined import RULE_PLANTED
+    from audit.papers.fedtlu.score_undefined import RULE_PLANTED
 
     part = RULE_PLANTED(_planted(counts, n))
     assert part.verdict.value == want, part.reason
 
 
 def test_planted_instances_follow_sign_consistency_not_usefulness():
-    from audit.algorithms.fedtlu import score
-    from audit.experiments.fedtlu_score_undefined import BASE, _planted as planted
+    from audit.papers.fedtlu.algorithm import score
+    from audit.papers.fedtlu.score_undefined import BASE, _planted as planted
 
     rows = {r["family"]: r for r in planted({**BASE, "n_planted": 60}, score)}
     assert rows["useful one-signed"]["useful_picked"] == 60

@@ -124,7 +124,7 @@ def test_committed_reports_open_with_their_questions():
 
 
 def test_an_older_report_gets_the_questions_its_parts_can_answer():
-    from audit.experiments import genefl_inverted_cosine as g
+    from audit.papers.genefl import inverted_cosine as g
 
     old = {"id": g.CLAIM.id, "scale": "full", "verdict": "REFUTED",
            "parts": [{"id": "direction", "verdict": "CONFIRMED", "kind": "derivation"},

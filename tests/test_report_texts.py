@@ -27,8 +27,8 @@ class _Stop(Exception):
 
 
 def test_genefl_agnostic_clients_hold_only_classes_the_known_clients_never_see(monkeypatch):
-    from audit.experiments import genefl_inverted_cosine as g
-    from audit.algorithms import genefl_sim
+    from audit.papers.genefl import inverted_cosine as g
+    from audit.papers.genefl import simulation as genefl_sim
     from audit.fl import data as D
 
     seen = []
@@ -61,7 +61,7 @@ def test_bytes_formula_table_names_its_unit():
 
 
 def test_score_statement_credits_the_reviewer_only_with_what_they_said():
-    from audit.experiments import fedtlu_score_undefined as m
+    from audit.papers.fedtlu import score_undefined as m
 
     assert "size" not in m.CLAIM.statement
     data = json.loads((REPORTS / "fedtlu-score-undefined.json").read_text())

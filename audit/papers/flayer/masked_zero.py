@@ -1,9 +1,9 @@
 """flayer-masked-zero: does FLAYER's Algorithm 1, run as printed, collapse?
 
 The claim's declarations (paper, record, premise, parts, arms, scales, rule texts, notes)
-are :mod:`audit.experiments.declarations.flayer_masked_zero`, whose docstring tells the
+are :mod:`audit.papers.flayer.declarations.masked_zero`, whose docstring tells the
 claim; this module holds its code: the runs, the evidence, the decisions and their
-presentation. Arms (``audit.algorithms.flayer``): literal, carry-over, selector-mean,
+presentation. Arms (``audit.papers.flayer.algorithm``): literal, carry-over, selector-mean,
 masked-delta (the server rule is the only difference), as-released, fedavg.
 """
 from __future__ import annotations
@@ -16,8 +16,8 @@ import numpy as np
 from audit import kit, questions, stats
 from audit.analysis import difference_estimate, mean_estimate, results_table
 from audit.claims import Analysis, AuditError, Claim, Figure, RunContext, RunSpec, Table
-from audit.experiments.declarations import flayer_masked_zero as D
-from audit.experiments.declarations.flayer_masked_zero import (  # noqa: F401 (tests read them here)
+from audit.papers.flayer.declarations import masked_zero as D
+from audit.papers.flayer.declarations.masked_zero import (  # noqa: F401 (tests read them here)
     ALPHA, ARMS, CLAIM_ID, EQUIV, IDENTITY_TOL, MARGIN, PREMISE_ARM, SCALES, SEARCHES, X20)
 from audit.questions import Finding
 from audit.verdict import Estimate, Outcome, Premise, Rule, on_reviewer, premise_gate
@@ -26,14 +26,14 @@ ARM_NAMES = tuple(a.name for a in ARMS)
 
 
 def _flayer():
-    """:mod:`audit.algorithms.flayer`, imported where it is used (it imports torch, which
+    """:mod:`audit.papers.flayer.algorithm`, imported where it is used (it imports torch, which
     listing and reviewing the claims do not need), checked against :data:`ARM_NAMES`."""
-    from audit.algorithms import flayer
+    from audit.papers.flayer import algorithm as flayer
 
     # each arm's piece (its server rule, as-released's client pieces) is declared with it
-    # in audit.algorithms.flayer.ARMS, under the same names in the same order
+    # in audit.papers.flayer.algorithm.ARMS, under the same names in the same order
     assert ARM_NAMES == tuple(flayer.ARMS), \
-        "arms out of step with audit.algorithms.flayer.ARMS"
+        "arms out of step with audit.papers.flayer.algorithm.ARMS"
     return flayer
 
 

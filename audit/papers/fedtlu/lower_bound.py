@@ -2,7 +2,7 @@
 
 What the claim declares (the reviewer's three points and the parts that answer them, the
 scales, margins, rule texts, questions, notes and searches) is in
-``audit/experiments/declarations/fedtlu_lower_bound.py``, whose docstring says what each
+``audit/papers/fedtlu/declarations/lower_bound.py``, whose docstring says what each
 part computes. Here: the exact derivations of part 1 (``exact_results``), the FL runs of
 parts 2 and 3 (``fl_run``), the decisions that are not kit kinds, the premise, and the
 presentation.
@@ -19,8 +19,8 @@ from audit import kit, stats
 from audit.claims import Analysis, AuditError, Claim, Figure, RunContext, RunSpec, Table
 from audit.analysis import mean_band, results_table
 from audit import questions
-from audit.experiments.declarations import fedtlu_lower_bound as D
-from audit.experiments.declarations.fedtlu_lower_bound import (  # noqa: F401 (tests read them)
+from audit.papers.fedtlu.declarations import lower_bound as D
+from audit.papers.fedtlu.declarations.lower_bound import (  # noqa: F401 (tests read them)
     ALPHA, ARMS, CLAIM_ID, N_TESTS, ONE_MINUS_DELTA, PAPER_GAP_REL, PAPER_RUNS,
     PREMISE_EFFECT, PRINTED, SCALES, SEARCHES, SETTINGS)
 from audit.verdict import Estimate, Outcome, Premise, Rule, on_reviewer
@@ -31,7 +31,7 @@ EXACT = RunSpec(arm="exact", seed=None, setting="proof")
 # ================================================================= part 1: exact proof
 def exact_results(cfg) -> dict:
     """Every exact number of part 1 (and the score's properties), JSON-able."""
-    from audit.algorithms import fedtlu as tlu
+    from audit.papers.fedtlu import algorithm as tlu
 
     iso = tlu.isotropic_test(L=3, eta=1, delta_frac=Fraction(1, 20), w_norm2=1)
     # Assumption (b) as an inequality: the subset really holds 0.99 A, the bound is still
@@ -134,7 +134,7 @@ def fl_data(cfg, seed: int, setting: str, data_dir: str | None):
     the partition itself and the data are exactly those of a run without the key. In the
     noisy setting the chosen clients' training targets are shuffled; validation, like
     test, stays clean."""
-    from audit.algorithms import fedtlu as tlu
+    from audit.papers.fedtlu import algorithm as tlu
     from audit.fl import data as fd
 
     ds = _dataset(cfg["dataset"], int(cfg.get("max_chars", 0)), int(cfg["seq_len"]), data_dir)
@@ -160,7 +160,7 @@ def _validated(selector: str, portion: float, probe, val):
     """``TargetedUpdate`` that also records, every round, the global model's mean loss on
     the validation windows ``val`` = (x, y) (``val_loss`` in ``History.algo``), by the
     engine's ``evaluate``: the code of the test perplexity, on the same state."""
-    from audit.algorithms import fedtlu as tlu
+    from audit.papers.fedtlu import algorithm as tlu
     from audit.fl.engine import evaluate
 
     class Validated(tlu.TargetedUpdate):
@@ -181,7 +181,7 @@ def _validated(selector: str, portion: float, probe, val):
 def fl_run(arm: str, seed: int, setting: str, ctx: RunContext) -> dict:
     import torch
 
-    from audit.algorithms import fedtlu as tlu
+    from audit.papers.fedtlu import algorithm as tlu
     from audit.fl.engine import FLConfig, run_federated
     from audit.fl.models import build_lm
 

@@ -10,12 +10,12 @@ What we compute (exact; no seeds):
 - ``undefined``: the printed formula evaluated literally in float64 (numpy, population
   std, no guard; :func:`literal_score`) on updates whose std is 0: all-zero (a frozen
   layer: 0/0), constant non-zero (x/0), a one-entry layer; beside them, what the
-  project's guarded :func:`audit.algorithms.fedtlu.score` returns (imported: all-zero ->
+  project's guarded :func:`audit.papers.fedtlu.algorithm.score` returns (imported: all-zero ->
   0.0, constant non-zero -> +inf, its documented choice) and the rounding case (a
   constant whose float64 mean is not exact, so np.std is a few 1e-17 and the literal
   score is a huge finite number instead of inf).
 - ``scale-invariant``: with the population std, ||dW||^2 / n = mean^2 + var, so
-  Score = sqrt(1 + mean^2 / var) (:func:`audit.algorithms.fedtlu.score_identity`), which
+  Score = sqrt(1 + mean^2 / var) (:func:`audit.papers.fedtlu.algorithm.score_identity`), which
   does not change when dW is multiplied by any c != 0. A seeded sweep (numpy generator
   seeded 0) of random updates (sizes, means, spreads, distributions) and scales c
   (log-uniform in [1e-6, 1e6], random sign): the largest relative change of the score
@@ -28,7 +28,7 @@ What we compute (exact; no seeds):
   answer should follow sign consistency, not usefulness; the seeded instances show it.
 
 The code (the literal formula, the sweeps, the decisions and the presentation) is in
-``audit/experiments/fedtlu_score_undefined.py``.
+``audit/papers/fedtlu/score_undefined.py``.
 """
 from __future__ import annotations
 
@@ -86,7 +86,7 @@ STD_ZERO_CASES = (
 ARMS = (
     Arm("literal", "Section III's score evaluated literally in float64 (numpy, population "
         "std, no guard)", "as printed"),
-    Arm("guarded", "audit.algorithms.fedtlu.score: std = 0 handled (zero -> 0, constant "
+    Arm("guarded", "audit.papers.fedtlu.algorithm.score: std = 0 handled (zero -> 0, constant "
         "-> inf)", "our guard for std = 0, the case the paper leaves open"),
 )
 
@@ -210,7 +210,7 @@ NOTES = (
     "no part is gated. Each rule can return each of its outcomes (tests drive them with "
     "synthetic inputs): `undefined` is REFUTED if the literal formula were finite on the "
     "std = 0 updates, `scale-invariant` if a scaled update changed its score.",
-    "audit.algorithms.fedtlu.score handles std = 0 by a choice of ours (documented in "
+    "audit.papers.fedtlu.algorithm.score handles std = 0 by a choice of ours (documented in "
     "its docstring): an all-zero update scores 0.0 and a constant non-zero one +inf; "
     "the test for 'constant' is exact equality of the entries, because np.std of a "
     "constant can round above zero (last row of the first table).",

@@ -1,10 +1,10 @@
 """Falsifier ``flayer-eq4-unbounded``: FLAYER's Eq. 4 rate multiplier has no upper bound.
 
 The claim's declarations (paper, record, what is computed, arms, scales, rule texts,
-notes) are :mod:`audit.experiments.declarations.flayer_eq4_unbounded`, whose docstring
+notes) are :mod:`audit.papers.flayer.declarations.eq4_unbounded`, whose docstring
 tells the claim; this module holds its code: the ladder, the CNN's gradient norms, the
 multipliers of FLAYER's own runs, the two parts and their presentation. The multiplier
-is the project's own :func:`audit.algorithms.flayer.eq4_multiplier` (imported, not
+is the project's own :func:`audit.papers.flayer.algorithm.eq4_multiplier` (imported, not
 re-implemented), called with ``floor=0``: the printed equation.
 """
 from __future__ import annotations
@@ -15,8 +15,8 @@ import numpy as np
 
 from audit import questions
 from audit.claims import Analysis, AuditError, Claim, Figure, RunContext, RunSpec, Table
-from audit.experiments.declarations import flayer_eq4_unbounded as D
-from audit.experiments.declarations.flayer_eq4_unbounded import (
+from audit.papers.flayer.declarations import eq4_unbounded as D
+from audit.papers.flayer.declarations.eq4_unbounded import (
     ARMS, CLAIM_ID, FIT_FROM, FLAYER_ARMS, SCALES, SLOPE_TOL, THRESHOLDS)
 from audit.verdict import Estimate, Outcome, Rule
 
@@ -26,7 +26,7 @@ def _flayer_runs(ctx: RunContext) -> dict:
     and keep each round's largest Eq. 4 multiplier."""
     from dataclasses import replace
 
-    from audit.experiments import flayer_masked_zero as fmz
+    from audit.papers.flayer import masked_zero as fmz
 
     scale = ctx.scale if ctx.scale in fmz.SCALES else "smoke"
     cfg = dict(fmz.SCALES[scale])
@@ -42,7 +42,7 @@ def _flayer_runs(ctx: RunContext) -> dict:
 
 # ------------------------------------------------------------------------------ runs
 def _ladder(cfg) -> dict:
-    from audit.algorithms.flayer import GRAD_NORM_FLOOR, eq4_multiplier
+    from audit.papers.flayer.algorithm import GRAD_NORM_FLOOR, eq4_multiplier
 
     L = cfg["depth_L"]
     depths = sorted({1, L // 2, L})
@@ -62,7 +62,7 @@ def _digits(cfg, ctx: RunContext) -> dict:
     import torch
     import torch.nn.functional as F
 
-    from audit.algorithms.flayer import eq4_multiplier
+    from audit.papers.flayer.algorithm import eq4_multiplier
     from audit.fl.data import load_dataset
     from audit.fl.models import build_model
 

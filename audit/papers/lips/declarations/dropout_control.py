@@ -1,5 +1,5 @@
 """Declarations of the falsifier ``lips-dropout-control`` (its code:
-:mod:`audit.experiments.lips_dropout_control`): is LIPS's gain more than generic
+:mod:`audit.papers.lips.dropout_control`): is LIPS's gain more than generic
 regularisation?
 
 Paper: LIPS, arXiv 2506.00932v1. Review record: 2506.00932 ``skeptic_critique``
@@ -23,7 +23,7 @@ run; >= 0 by construction, so not tested against 0) and ``middle-cosine`` (does 
 control lift the middle layers' cosine to round 2 off its inertia, as LIPS does; the
 reviewer's second criterion, not a threshold because pruning lowers it by construction).
 
-What we run (``audit.algorithms.lips``): FedBN and LIPS as printed, its ablations
+What we run (``audit.papers.lips.algorithm``): FedBN and LIPS as printed, its ablations
 (random mask, all layers, the released score with the horizon scaled to the run) and
 three controls (dropout on the middle layers, weight decay, Gaussian noise on the middle
 layers at LIPS's period), each tuned with the same small grid chosen on the clients'

@@ -3,7 +3,7 @@
 Paper: LIPS, arXiv 2506.00932v1. What the claim declares (the reviewer's claim, the arms,
 scales and tuning grids, the parts and their rules, the questions, the notes' prose, how
 the settings were chosen, and why this setting can separate the arms) is in
-:mod:`audit.experiments.declarations.lips_dropout_control`; this module holds the piece
+:mod:`audit.papers.lips.declarations.dropout_control`; this module holds the piece
 each arm changes, the clients' split, ``run``, the decisions and the presentation.
 """
 from __future__ import annotations
@@ -19,8 +19,8 @@ import numpy as np
 from audit import kit, questions, stats
 from audit.analysis import difference_estimate, mean_estimate
 from audit.claims import Analysis, AuditError, Claim, Figure, RunContext, RunSpec, Table
-from audit.experiments.declarations import lips_dropout_control as D
-from audit.experiments.declarations.lips_dropout_control import (  # noqa: F401 (re-exported)
+from audit.papers.lips.declarations import dropout_control as D
+from audit.papers.lips.declarations.dropout_control import (  # noqa: F401 (re-exported)
     ARMS, CLAIM_ID, CONTROLS, COS_MARGIN, N_COMPARISONS, SCALES, SEARCHES)
 from audit.questions import Finding
 from audit.verdict import Estimate, Outcome, Premise, Rule, on_reviewer, premise_gate
@@ -45,11 +45,11 @@ class ArmPiece:
 def _pruned(score: str, layers: str, released: bool = False):
     """LIPS's pruning at ``hp = (tau0, k)``: the printed schedule with T = R, or (released)
     the release's schedule rule with T = ``released_horizon`` (default R, the run).
-    ``score`` names a score of :mod:`audit.algorithms.lips` (imported when the piece is
+    ``score`` names a score of :mod:`audit.papers.lips.algorithm` (imported when the piece is
     built: it imports torch, which listing and reviewing the claims do not need)."""
 
     def post(hp, cfg: Mapping):
-        from audit.algorithms import lips
+        from audit.papers.lips import algorithm as lips
 
         tau0, k = hp
         R = int(cfg["rounds"])
@@ -65,7 +65,7 @@ def _pruned(score: str, layers: str, released: bool = False):
 
 def _noise(hp, cfg: Mapping):
     """Gaussian noise on the middle layers at ``hp = (sigma0, k)``, LIPS's schedule."""
-    from audit.algorithms.lips import gaussian_noise, printed_schedule
+    from audit.papers.lips.algorithm import gaussian_noise, printed_schedule
 
     sigma0, k = hp
     return gaussian_noise(printed_schedule(sigma0, k, int(cfg["rounds"])), "middle")
@@ -168,7 +168,7 @@ def specs(ctx: RunContext) -> list[RunSpec]:
 def make_arm(arm: str, hp, cfg: Mapping):
     """(algorithm, model options, config overrides) of one arm at one candidate, built
     from the arm's piece (:data:`PIECES`)."""
-    from audit.algorithms.lips import FedBNProbe
+    from audit.papers.lips.algorithm import FedBNProbe
 
     if arm not in PIECES:
         raise AuditError(f"unknown arm {arm!r}")

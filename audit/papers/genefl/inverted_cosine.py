@@ -2,7 +2,7 @@
 
 The declarations (paper and record, the three pieces and issue 30's fair controls and
 gamma sweep, arms, scales, thresholds, texts) are in
-``audit.experiments.declarations.genefl_inverted_cosine``, whose docstring says what each
+``audit.papers.genefl.declarations.inverted_cosine``, whose docstring says what each
 piece tests. Here: what each arm changes in a GENE-FL run, the reviewer's perturbation
 test, the selection statistics, the run, the parts' decisions and the report.
 """
@@ -16,8 +16,8 @@ import numpy as np
 from audit import kit, questions, stats
 from audit.analysis import mean_estimate, results_table
 from audit.claims import Analysis, AuditError, Claim, Figure, RunContext, RunSpec, Table
-from audit.experiments.declarations import genefl_inverted_cosine as D
-from audit.experiments.declarations.genefl_inverted_cosine import (  # noqa: F401 (tests)
+from audit.papers.genefl.declarations import inverted_cosine as D
+from audit.papers.genefl.declarations.inverted_cosine import (  # noqa: F401 (tests)
     ARM_NAMES, FAIR, SCALES, SMOKE_SIM, SWEEP_ARMS)
 from audit.questions import Finding
 from audit.verdict import Estimate, Outcome, Premise, Rule, on_reviewer, premise_gate
@@ -27,7 +27,7 @@ from audit.verdict import Estimate, Outcome, Premise, Rule, on_reviewer, premise
 class ArmPiece:
     """What an arm changes in a GENE-FL run (``simulate``): which gamma layers become
     the learnGene (``mode``: "top", "bottom" or "random" by xi, or a fair control,
-    "bottom-bytes" or "bottom-no-classifier": ``audit.algorithms.genefl.select_gene``),
+    "bottom-bytes" or "bottom-no-classifier": ``audit.papers.genefl.algorithm.select_gene``),
     whether Eq. 9 keeps its 1/dim factor (``use_dim``), and what clients start
     never-uploaded layers from (``local_layers``: None keeps the config's default, "reset"
     the full cluster model)."""
@@ -59,7 +59,7 @@ def perturbation_test(state, layers, seed: int, delta: float = D.DELTA) -> list[
     the untouched m scores higher."""
     import torch
 
-    from audit.algorithms.genefl import layer_dims, layer_score
+    from audit.papers.genefl.algorithm import layer_dims, layer_score
 
     dims = layer_dims(state, layers)
     g = torch.Generator().manual_seed(10_007 + seed)
@@ -96,7 +96,7 @@ def selection_stats(updates: list[dict], dims: dict, gamma: int) -> dict:
     gamma highest-cosine layers and with the gamma smallest layers; means over updates."""
     from scipy.stats import spearmanr
 
-    from audit.algorithms.genefl import select_layers
+    from audit.papers.genefl.algorithm import select_layers
 
     rho, js, jz = [], [], []
     inv = {l: 1.0 / d for l, d in dims.items()}
@@ -143,7 +143,7 @@ def _gamma_of(spec: RunSpec) -> float | None:
 def run(spec: RunSpec, ctx: RunContext) -> dict:
     import torch
 
-    from audit.algorithms.genefl_sim import simulate
+    from audit.papers.genefl.simulation import simulate
 
     torch.set_num_threads(1)
     cfg = dict(ctx.config)

@@ -6,7 +6,7 @@ Paper: FLAYER, arXiv 2412.07062v3, Eq. 4: the learning rate of layer i of L is
 norm tends to zero, and the paper says nothing about clipping or a floor on the norm.
 
 What we compute (exact; no seeds). The multiplier is the project's own
-:func:`audit.algorithms.flayer.eq4_multiplier` (imported, not re-implemented), called with
+:func:`audit.papers.flayer.algorithm.eq4_multiplier` (imported, not re-implemented), called with
 ``floor=0``, i.e. the printed equation without the guard the project's FLAYER runs use.
 
 - ``unbounded``: the multiplier at depth i = L (and at i/L = 1/2, 1/L beside) on the
@@ -17,7 +17,7 @@ What we compute (exact; no seeds). The multiplier is the project's own
   that the implementation does what the algebra says.
 - ``in-practice`` (a measurement: no verdict, outside the claim's verdict): the engine's
   digits CNN (``build_model("cnn", width=0.5)``, the
-  FLAYER smoke model, every parameter tensor one layer as in ``audit.algorithms.flayer``)
+  FLAYER smoke model, every parameter tensor one layer as in ``audit.papers.flayer.algorithm``)
   at initialisation (``torch.manual_seed(0)``) and after 10, 50 and 200 SGD steps
   (lr 0.05, batch 32, batches drawn by a generator seeded 0); per tensor the gradient
   norm on two readings of g_i (the paper does not say on which data): the first 32
@@ -25,7 +25,7 @@ What we compute (exact; no seeds). The multiplier is the project's own
   set; 1000 and 3000 steps are reported beside, outside the rule.
 
 The declarations of the claim (literals only); its code is
-:mod:`audit.experiments.flayer_eq4_unbounded`.
+:mod:`audit.papers.flayer.eq4_unbounded`.
 """
 from __future__ import annotations
 
@@ -121,11 +121,11 @@ FIT_TITLE = f"Growth law: least squares of (m - 1) on log(1/||g||), ||g|| <= 1e-
 CNN_TITLE = "Eq. 4 on the digits CNN's gradient norms (seed 0)"
 CNN_COLUMNS = ("step", "train loss", "tensor", "i", "||g|| probe", "m probe", "||g|| full",
                "m full", "in rule")
-CNN_NOTE = ("probe = the first 32 training samples (as audit.algorithms.flayer takes g_i); "
+CNN_NOTE = ("probe = the first 32 training samples (as audit.papers.flayer.algorithm takes g_i); "
             "full = the whole training set (1437 samples).")
 
 NOTES = (
-    "The multiplier is audit.algorithms.flayer.eq4_multiplier, called with floor = 0 "
+    "The multiplier is audit.papers.flayer.algorithm.eq4_multiplier, called with floor = 0 "
     "(the printed equation). The project's own FLAYER runs clamp ||g|| at "
     "{floor:g}, which caps the factor at {ceiling:.2f} "
     "for i = L; that clamp is our deviation and is exactly what the paper does not state.",

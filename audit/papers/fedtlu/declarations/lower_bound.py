@@ -28,7 +28,7 @@ reviewer question (``QUESTIONS``) has its own verdict; the claim's single word i
 when they differ.
 
 The code (the exact derivations, the FL runs, the decisions and the presentation) is in
-``audit/experiments/fedtlu_lower_bound.py``.
+``audit/papers/fedtlu/lower_bound.py``.
 """
 from __future__ import annotations
 

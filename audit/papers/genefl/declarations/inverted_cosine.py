@@ -1,5 +1,5 @@
 """Declarations of ``genefl-inverted-cosine``: what does GENE-FL's layer score select? (Its
-code: ``audit/experiments/genefl_inverted_cosine.py``.)
+code: ``audit/papers/genefl/inverted_cosine.py``.)
 
 Paper: GENE-FL, arXiv 2504.14628v1, Eq. 9 (xi_l = cos(theta_l, theta~_l) / dim(theta_l),
 normalised to sum 1) and Algorithm 1 lines 11-13 (sort xi descending, keep the top gamma
@@ -21,7 +21,7 @@ The verdict on the reviewer's claim comes from 1 and 2 only.
 
 Issue 30 (record item ``referee_report.minor_comments[3]``): is top beating bottom fair?
 Two controls run on every seed: ``bottom-gamma-bytes`` (a bottom gene of top-gamma's
-parameter count, whole layers: ``audit.algorithms.genefl.select_bytes_matched``) and
+parameter count, whole layers: ``audit.papers.genefl.algorithm.select_bytes_matched``) and
 ``bottom-gamma-no-classifier`` (bottom-gamma without the classifier trained on the known
 classes); question ``fair-reversal`` compares top-gamma with each (Bonferroni over the
 two). A gamma sweep (settings ``gamma=<fraction>``, top- and bottom-gamma on the first
@@ -279,7 +279,7 @@ NOTE_SCALE = (
     "widened by a skewness allowance, to agree with an exact sign test at alpha/2 a side; "
     "nothing is decided below 6 pairs.")
 NOTE_DEVIATIONS = (
-    "Deviations (named in audit/algorithms/genefl.py): clustering by average linkage of "
+    "Deviations (named in audit/papers/genefl/algorithm.py): clustering by average linkage of "
     "data-subspace distances; the Fisher threshold as a quantile; an empirical Fisher from "
     "one minibatch; the cluster learnGene = the gamma layers most uploaded in the last "
     "round; agnostic clients hold only classes the known clients never see (digits 7-9: "

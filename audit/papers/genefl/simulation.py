@@ -2,7 +2,7 @@
 claims (``genefl_inverted_cosine`` and ``genefl_uplink_bytes``' simulated run).
 
 Known clients are clustered once and each cluster trains GENE-FL (``GeneFL``, from
-:mod:`audit.algorithms.genefl`) on the engine, with its uploads metered
+:mod:`audit.papers.genefl.algorithm`) on the engine, with its uploads metered
 (:mod:`audit.fl.comm`); agnostic clients then start from their nearest cluster's
 learnGene and are fine-tuned. Long runs checkpoint: each cluster's engine run resumes
 from its own checkpoint, and a finished cluster's result is kept until the call returns.
@@ -17,7 +17,7 @@ from typing import Callable, Mapping, Optional
 import numpy as np
 import torch
 
-from audit.algorithms.genefl import (GeneFL, cluster_clients, data_subspace, finetune,
+from audit.papers.genefl.algorithm import (GeneFL, cluster_clients, data_subspace, finetune,
                                      gamma_from_fraction, inherit, layer_dims,
                                      layer_state_keys, nearest_cluster, planted_accuracy)
 from audit.fl.models import layer_names
@@ -141,7 +141,7 @@ def simulate(config: Mapping, seed: int, mode: str = "top", use_dim: bool = True
     """One GENE-FL run: known clients in clusters, then agnostic clients from the genes.
 
     ``mode``: the gene choice of every client update, any of
-    :data:`audit.algorithms.genefl.GENE_MODES` (``top`` as printed; ``bottom``,
+    :data:`audit.papers.genefl.algorithm.GENE_MODES` (``top`` as printed; ``bottom``,
     ``random``; the fair controls ``bottom-bytes`` and ``bottom-no-classifier``).
 
     ``config`` keys: dataset, model, model_kw, known_classes, agnostic_classes, n_known,

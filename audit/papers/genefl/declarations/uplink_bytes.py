@@ -1,5 +1,5 @@
 """Declarations of ``genefl-uplink-bytes``: GENE-FL's fourfold saving, counted in both
-directions (its code: ``audit/experiments/genefl_uplink_bytes.py``).
+directions (its code: ``audit/papers/genefl/uplink_bytes.py``).
 
 Paper: GENE-FL, arXiv 2504.14628v1 (abstract: about 4x less communication than FedAvg;
 Section IV-B: Comm = R x B x |W| x 2; Tables I-II: FedAvg about 42.66 GB; ResNet-18 about

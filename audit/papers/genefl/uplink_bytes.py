@@ -2,7 +2,7 @@
 
 What the claim declares (the paper's numbers, the protocol as read, the reviewer's
 thresholds, arms, scales and texts) is in its declarations module,
-``audit.experiments.declarations.genefl_uplink_bytes``; here: the model's sizes, both
+``audit.papers.genefl.declarations.uplink_bytes``; here: the model's sizes, both
 protocols' messages counted by ``audit.fl.comm`` (exact; no seed), the parts' decisions
 and the report.
 """
@@ -14,7 +14,7 @@ import numpy as np
 
 from audit.claims import Analysis, AuditError, Claim, Figure, RunContext, RunSpec, Table
 from audit import questions
-from audit.experiments.declarations import genefl_uplink_bytes as D
+from audit.papers.genefl.declarations import uplink_bytes as D
 from audit.verdict import Estimate, Outcome, Rule
 
 
@@ -62,7 +62,7 @@ def _short_update_scores(seed: int = 0):
     import torch.nn.functional as F
     import torchvision
 
-    from audit.algorithms.genefl import layer_keys, layer_score
+    from audit.papers.genefl.algorithm import layer_keys, layer_score
     from audit.fl.data import synthetic_classification
 
     with torch.random.fork_rng():
@@ -132,7 +132,7 @@ def run(spec: RunSpec, ctx: RunContext) -> dict:
     torch.set_num_threads(1)
     cfg = ctx.config
     if spec.arm == "simulated-run":
-        from audit.algorithms.genefl_sim import simulate
+        from audit.papers.genefl.simulation import simulate
 
         sim = dict(cfg["sim"])
         if sim["dataset"] != "digits" and ctx.data_dir is None:
@@ -160,7 +160,7 @@ def run(spec: RunSpec, ctx: RunContext) -> dict:
         gene_state = {"learngene": torch.empty(n, dtype=torch.float32, device="meta")}
         pnames = pnames + ["learngene"]
     elif spec.arm == "genefl-selected":
-        from audit.algorithms.genefl import layer_state_keys, select_layers
+        from audit.papers.genefl.algorithm import layer_state_keys, select_layers
 
         xi, layers, after = _short_update_scores(0)
         dims = {l: sum(after[k].numel() for k in ks) for l, ks in layers.items()}

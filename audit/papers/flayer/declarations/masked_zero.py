@@ -25,11 +25,11 @@ Parts (questions ``zeroes-and-shrinks`` and ``accuracy-collapse``, each with its
   some selector. Depth, clients-per-round, layer-reading and x20-rate sweeps show how
   the gap moves; they do not enter the verdict.
 
-Arms (``audit.algorithms.flayer``): literal, carry-over, selector-mean, masked-delta
+Arms (``audit.papers.flayer.algorithm``): literal, carry-over, selector-mean, masked-delta
 (the server rule is the only difference), as-released, fedavg.
 
 The declarations of the claim (literals only); its code is
-:mod:`audit.experiments.flayer_masked_zero`.
+:mod:`audit.papers.flayer.masked_zero`.
 """
 from __future__ import annotations
 

@@ -2,7 +2,7 @@
 
 What the claim declares (the parts and what each computes, the std = 0 cases, the planted
 families, the tolerances, rule texts, questions and notes) is in
-``audit/experiments/declarations/fedtlu_score_undefined.py``. Here: the literal formula,
+``audit/papers/fedtlu/declarations/score_undefined.py``. Here: the literal formula,
 the sweeps and planted instances, the decisions, and the presentation.
 """
 from __future__ import annotations
@@ -13,8 +13,8 @@ import numpy as np
 
 from audit.claims import Analysis, AuditError, Claim, Figure, RunContext, RunSpec, Table
 from audit import questions
-from audit.experiments.declarations import fedtlu_score_undefined as D
-from audit.experiments.declarations.fedtlu_score_undefined import (  # noqa: F401 (tests)
+from audit.papers.fedtlu.declarations import score_undefined as D
+from audit.papers.fedtlu.declarations.score_undefined import (  # noqa: F401 (tests)
     BASE, CHANCE_BAND, CLAIM_ID, DEPENDS_TOL, INVARIANCE_TOL, PLANT_ALPHA, PLANTED, SCALES,
     STD_ZERO_CASES)
 from audit.questions import Finding
@@ -34,14 +34,14 @@ def _fn(arm: str):
     if arm == "literal":
         return literal_score
     if arm == "guarded":
-        from audit.algorithms.fedtlu import score
+        from audit.papers.fedtlu.algorithm import score
 
         return score
     raise AuditError(f"unknown arm {arm!r}")
 
 
 def _sweep(cfg, f) -> dict:
-    from audit.algorithms.fedtlu import score_identity
+    from audit.papers.fedtlu.algorithm import score_identity
 
     rng = np.random.default_rng(cfg["seed"])
     lo, hi = cfg["log10_scale"]
