@@ -574,6 +574,34 @@ class FunctionBackend(LocalBackend):
             yield spec, self.fn(spec)
 
 
+def _keyed_context(claim: Claim, ctx: RunContext, cache: Cache
+                   ) -> tuple[RunContext, str, dict]:
+    """What every unit of ``claim`` runs under, for ``execute`` and ``run_units`` alike:
+    ``ctx`` with the claim's code module and a plugin's own source version (both enter the
+    cache's and the checkpoints' keys) and, with a cache, checkpoints beside it; the code
+    version of its keys; the data files' fingerprint (hashed once per run)."""
+    ctx = dataclasses.replace(ctx, plugin_version=claim.plugin_version(),
+                              code_module=claim.code_module())
+    if cache.enabled and ctx.checkpoint_dir is None:  # long runs checkpoint beside the cache
+        ctx = dataclasses.replace(ctx, checkpoint_dir=str(cache.root / "checkpoints"))
+    return ctx, ctx.cache_version(), data_identity(ctx)
+
+
+def _from_cache(claim: Claim, specs: Sequence[RunSpec], ctx: RunContext, cache: Cache,
+                version: str, data: dict) -> tuple[dict[RunSpec, Mapping], dict[RunSpec, dict]]:
+    """(cached results by spec, the key material of every spec still to compute)."""
+    results: dict[RunSpec, Mapping] = {}
+    todo: dict[RunSpec, dict] = {}
+    for spec in specs:
+        material = cache.key_material(claim.id, spec, ctx, version, data)
+        hit = cache.load(material)
+        if hit is None:
+            todo[spec] = material
+        else:
+            results[spec] = hit
+    return results, todo
+
+
 def execute(claim: Claim, ctx: RunContext, *, cache: Cache,
             progress: bool = True, backend: Any = None,
             runner: Callable | None = None, command: str = "") -> ClaimResult:
@@ -587,24 +615,10 @@ def execute(claim: Claim, ctx: RunContext, *, cache: Cache,
     if backend is None:
         backend = FunctionBackend(runner) if runner is not None else LocalBackend()
     t0 = time.perf_counter()
-    # a plugin's own source too, in the cache's and the checkpoints' keys alike
-    ctx = dataclasses.replace(ctx, plugin_version=claim.plugin_version(),
-                              code_module=claim.code_module())
-    version = ctx.cache_version()
-    if cache.enabled and ctx.checkpoint_dir is None:  # long runs checkpoint beside the cache
-        ctx = dataclasses.replace(ctx, checkpoint_dir=str(cache.root / "checkpoints"))
+    ctx, version, data = _keyed_context(claim, ctx, cache)
     specs = claim.unit_specs(ctx)
-    data = data_identity(ctx)  # the data files' fingerprint, hashed once per run
     threads = torch_threads()  # read before any unit runs (units may set their own)
-    results: dict[RunSpec, Mapping] = {}
-    todo: dict[RunSpec, dict] = {}
-    for spec in specs:
-        material = cache.key_material(claim.id, spec, ctx, version, data)
-        hit = cache.load(material)
-        if hit is not None:
-            results[spec] = hit
-        else:
-            todo[spec] = material
+    results, todo = _from_cache(claim, specs, ctx, cache, version, data)
     bar = _progress(len(todo), claim.id, progress and len(todo) > 0)
     unit_ctx = ctx  # long units: the current federated run's round beside the bar
     if bar is not None:
@@ -667,20 +681,8 @@ def run_units(claim: Claim, ctx: RunContext, specs: Sequence[RunSpec], *, cache:
     early: what was computed stays cached). Returns (results, how many were computed).
     For pilots and regime maps: units without analysis or verdict."""
     backend = backend or LocalBackend()
-    ctx = dataclasses.replace(ctx, plugin_version=claim.plugin_version(),
-                              code_module=claim.code_module())
-    if cache.enabled and ctx.checkpoint_dir is None:
-        ctx = dataclasses.replace(ctx, checkpoint_dir=str(cache.root / "checkpoints"))
-    version, data = ctx.cache_version(), data_identity(ctx)
-    results: dict[RunSpec, dict] = {}
-    todo: dict[RunSpec, dict] = {}
-    for spec in specs:
-        material = cache.key_material(claim.id, spec, ctx, version, data)
-        hit = cache.load(material)
-        if hit is None:
-            todo[spec] = material
-        else:
-            results[spec] = hit
+    ctx, version, data = _keyed_context(claim, ctx, cache)
+    results, todo = _from_cache(claim, specs, ctx, cache, version, data)
     threads = torch_threads()
     try:
         for spec, result in _guarded(claim, backend.imap(claim, ctx, list(todo))):

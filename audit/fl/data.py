@@ -104,6 +104,7 @@ __all__ = [
     "shard_partition",
     "stdlib_text",
     "synthetic_classification",
+    "DatasetOptionError",
 ]
 
 
@@ -118,6 +119,12 @@ class DatasetInvalid(DatasetNotFound):
     """A dataset file is there but its content is not what the format holds (a shape, a
     label count, a label out of range, a global a pickle may not name). One line that
     names the file; a :class:`DatasetNotFound`, so callers that catch that catch this."""
+
+
+class DatasetOptionError(AuditError):
+    """A dataset was asked for with an option its loader does not take (``load_dataset``'s
+    keywords, e.g. a claim's ``--set dataset_kw={...}``). One line naming the option and
+    the ones the loader takes."""
 
 
 @dataclass(frozen=True, eq=False)
@@ -820,13 +827,32 @@ def load_dataset(name: str, data_dir: str | os.PathLike | None = None, seed: int
     stdlib-chars, ptb."""
     key = name.lower().replace("_", "").replace("-", "")
     if key == "digits":
-        return load_digits(seed=seed, **kw)
+        return load_digits(seed=seed, **_options(name, load_digits, kw, ("seed",)))
     if key == "synthetic":
-        return synthetic_classification(seed=seed, **kw)
+        return synthetic_classification(seed=seed, **_options(
+            name, synthetic_classification, kw, ("seed",)))
     if key == "stdlibchars":
-        return load_stdlib_chars(**kw)
+        return load_stdlib_chars(**_options(name, load_stdlib_chars, kw))
     loaders = {"cifar10": load_cifar10, "cifar100": load_cifar100, "svhn": load_svhn,
                "tinyimagenet": load_tiny_imagenet, "ptb": load_ptb}
     if key not in loaders:
         raise ValueError(f"unknown dataset {name!r}")
-    return loaders[key](data_dir, **kw)
+    fn = loaders[key]
+    return fn(data_dir, **_options(name, fn, kw, ("root", "data_dir")))
+
+
+def _options(name: str, loader, kw: dict, taken: Sequence[str] = ()) -> dict:
+    """``kw`` when ``loader`` takes every one of its keywords (``taken``: those
+    ``load_dataset`` passes itself), else one :class:`DatasetOptionError` line."""
+    import inspect
+
+    params = inspect.signature(loader).parameters
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
+        return kw
+    known = [n for n, p in params.items() if n not in taken and p.kind in (
+        inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)]
+    bad = sorted(str(k) for k in kw if k not in known)
+    if bad:
+        raise DatasetOptionError(f"dataset {name!r} takes no option(s) {', '.join(bad)}; "
+                                 f"its options: {', '.join(known) or 'none'}")
+    return kw

@@ -98,12 +98,12 @@ MODULES = _note_modules()
 
 
 def paper_modules() -> dict[str, ModuleType]:
-    """The paper modules by arXiv id."""
+    """The notes modules by arXiv id, in the order of the ids (the order of the records)."""
     out = {}
     for name in MODULES:
         module = importlib.import_module(name)
         out[module.ARXIV_ID] = module
-    return out
+    return dict(sorted(out.items()))
 
 
 def notes(arxiv_id: str) -> dict[str, Note] | None:
