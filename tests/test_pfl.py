@@ -69,3 +69,18 @@ def test_reference_workload_in_pfl_equals_the_engine_and_bench_reports_it():
         assert row["pfl_seconds"] == run["pfl_seconds"] > 0 and run["pfl_setup_seconds"] > 0
         assert run["pfl_version"].startswith("0.")
     assert "pfl s" in format_table(out["table"])
+
+
+def test_a_peer_that_skipped_a_client_in_a_round_is_refused():
+    import torch
+
+    from audit.fl.bench import WORKLOAD, _peer_checked
+
+    n = WORKLOAD["n_clients"]
+    mine = {"w": torch.zeros(3)}
+    theirs = {"w": torch.tensor([0.0, -2e-6, 1e-6])}
+    per_round, diff = _peer_checked("pfl", {1: n, 2: n}, 2, mine, theirs)
+    assert per_round == [n, n] and diff == pytest.approx(2e-6)
+    for seen in ({1: n, 2: n - 1}, {1: n}, {1: n, 2: -n}):
+        with pytest.raises(RuntimeError, match="comparison would be meaningless"):
+            _peer_checked("pfl", seen, 2, mine, theirs)

@@ -360,24 +360,40 @@ def _pfl_module():
                          f"'.[pfl]'): {exc}") from None
 
 
+def _peer_config(device: str, rounds: int) -> FLConfig:
+    """The workload's config for a peer: every client every round, the engine's
+    sequential local SGD (each peer's clients run one at a time)."""
+    return FLConfig(rounds=rounds, clients_per_round=None, local_epochs=WORKLOAD["local_epochs"],
+                    batch_size=WORKLOAD["batch_size"], lr=WORKLOAD["lr"], seed=WORKLOAD["seed"],
+                    device=device, fast=False)
+
+
+def _peer_checked(peer: str, clients_per_round: dict, rounds: int, mine: dict,
+                  theirs: dict) -> tuple[list, float]:
+    """(clients per round, max |our final model - the peer's|), or a RuntimeError when
+    the peer did not train every client once in every round: then it ran another
+    workload and no figure of it may be reported beside ours."""
+    per_round = [clients_per_round.get(r) for r in range(1, rounds + 1)]
+    if any(c != WORKLOAD["n_clients"] for c in per_round):
+        raise RuntimeError(f"{peer} trained {per_round} clients in its rounds, not "
+                           f"all {WORKLOAD['n_clients']} once: the comparison would be "
+                           "meaningless")
+    diff = max(float((mine[k].cpu().double() - theirs[k].cpu().double()).abs().max())
+               for k in mine)
+    return per_round, diff
+
+
 def _against_pfl(device: str, ours: dict, mine: dict, rounds: int | None) -> dict:
     """The workload once through pfl-research's simulation; keys ``pfl_*``."""
     pflsim = _pfl_module()
     rounds = rounds or WORKLOAD["rounds"]
-    cfg = FLConfig(rounds=rounds, clients_per_round=None, local_epochs=WORKLOAD["local_epochs"],
-                   batch_size=WORKLOAD["batch_size"], lr=WORKLOAD["lr"], seed=WORKLOAD["seed"],
-                   device=device, fast=False)
-    with torch.random.fork_rng(devices=[]):
+    with torch.random.fork_rng(devices=[]):  # the engine's initial model (seeded build)
         torch.manual_seed(WORKLOAD["seed"])
         initial = {k: v.detach().clone() for k, v in _model().state_dict().items()}
-    res = pflsim.simulate(_model, reference_workload(WORKLOAD["seed"]), cfg, initial)
-    per_round = [res.clients_per_round.get(r) for r in range(1, rounds + 1)]
-    if any(c != WORKLOAD["n_clients"] for c in per_round):  # not the engine's workload
-        raise RuntimeError(f"pfl trained {per_round} distinct clients in its rounds, not "
-                           f"all {WORKLOAD['n_clients']} once: the comparison would be "
-                           "meaningless")
-    diff = max(float((mine[k].cpu().double() - res.final_state[k].cpu().double()).abs().max())
-               for k in mine)
+    res = pflsim.simulate(_model, reference_workload(WORKLOAD["seed"]),
+                          _peer_config(device, rounds), initial)
+    per_round, diff = _peer_checked("pfl", res.clients_per_round, rounds, mine,
+                                    res.final_state)
     return {"pfl_seconds": res.seconds, "pfl_setup_seconds": res.setup_seconds,
             "pfl_ratio": res.seconds / ours["seconds"], "pfl_accuracy": res.accuracy,
             "pfl_max_abs_diff": diff, "pfl_version": pflsim.pfl_version(),
@@ -403,17 +419,11 @@ def _against_flower(device: str, ours: dict, mine: dict, rounds: int | None) -> 
 
     flower = _flower_module()
     rounds = rounds or WORKLOAD["rounds"]
-    cfg = FLConfig(rounds=rounds, clients_per_round=None, local_epochs=WORKLOAD["local_epochs"],
-                   batch_size=WORKLOAD["batch_size"], lr=WORKLOAD["lr"], seed=WORKLOAD["seed"],
-                   device=device, fast=False)
-    res = flower.simulate(flower.AuditStrategy("fedavg"), _model, reference_workload, cfg,
-                          num_supernodes=WORKLOAD["n_clients"], num_cpus=1.0)
-    per_round = [res.clients_per_round.get(r) for r in range(1, rounds + 1)]
-    if any(c != WORKLOAD["n_clients"] for c in per_round):  # not the engine's workload
-        raise RuntimeError(f"Flower sampled {per_round} clients in its rounds, not all "
-                           f"{WORKLOAD['n_clients']}: the comparison would be meaningless")
-    diff = max(float((mine[k].cpu().double() - res.final_state[k].double()).abs().max())
-               for k in mine)
+    res = flower.simulate(flower.AuditStrategy("fedavg"), _model, reference_workload,
+                          _peer_config(device, rounds), num_supernodes=WORKLOAD["n_clients"],
+                          num_cpus=1.0)
+    per_round, diff = _peer_checked("Flower", res.clients_per_round, rounds, mine,
+                                    res.final_state)
     return {"flower_seconds": res.seconds, "flower_rounds_seconds": res.rounds_seconds,
             "flower_ratio": res.seconds / ours["seconds"], "flower_accuracy": res.accuracy,
             "flower_max_abs_diff": diff, "flower_version": flwr.__version__,
