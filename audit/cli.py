@@ -16,8 +16,9 @@
     audit tune ID --arms a,b --metric KEY [--grid KEY=V1,V2]... [--contrast A:B]
               [--scale S] [--seeds N]   (a pilot on tuning seeds 1000+, never a verdict's)
 
-Claims come from the paper folders (audit/papers/<paper>/) and from installed packages' ``audit.claims`` entry
-points. Bad input is one line on stderr naming the problem, exit status 2, nothing written.
+Claims come from the paper folders (audit/papers/<paper>/) and from installed packages'
+``audit.claims`` entry points. Bad input is one line on stderr naming the problem, exit
+status 2, nothing written.
 """
 from __future__ import annotations
 
