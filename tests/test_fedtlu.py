@@ -427,19 +427,23 @@ def _ex(**over):
     return ex
 
 
-def test_isotropic_rule_reaches_every_outcome():
-    # the real numbers: both bounds equal the true changes (the descent lemma is an
-    # equality on an isotropic quadratic), so the instance cannot tell an ordering of
-    # bounds from one of changes and does not vote
+def test_isotropic_rule_answers_the_test_as_posed():
+    # the real numbers: the subset step raises the loss less (REFUTED, the reviewer's
+    # test as posed), and both bounds equal the true changes (the descent lemma is an
+    # equality on an isotropic quadratic): the reason says the instance cannot speak to
+    # the ordering of bounds
     real = LB.RULE_ISO(_ex())
-    assert real.verdict == Outcome.INCONCLUSIVE and "does not vote" in real.reason
-    assert real.needs
-    # where a bound differs from its change, the changes decide
+    assert real.verdict == Outcome.REFUTED and "cannot separate" in real.reason
+    assert "ordering" in real.reason and not real.needs
+    # where the full step wins, CONFIRMED; a bound that differs from its change drops
+    # the caveat
     iso = dict(tlu.isotropic_test().row(), d_full=1.0, d_subset=0.5)
     assert LB.RULE_ISO(_ex(iso=iso)).verdict == Outcome.CONFIRMED
     iso = dict(tlu.isotropic_test().row(), d_full=0.5, d_subset=1.0)
-    assert LB.RULE_ISO(_ex(iso=iso)).verdict == Outcome.REFUTED
+    loose = LB.RULE_ISO(_ex(iso=iso))
+    assert loose.verdict == Outcome.REFUTED and "cannot separate" not in loose.reason
     assert LB.RULE_ISO.kind == "derivation"
+    assert set(LB.RULE_ISO(_ex()).reachable) == {"CONFIRMED", "REFUTED"}
 
 
 def test_ordering_rule_is_refuted_when_the_search_finds_nothing():
@@ -556,16 +560,16 @@ def test_combination_is_symmetric_and_every_part_enters():
         assert mirror.value == swap[out.value]  # evidence for and against alike
         seen.add(out)
     assert seen == set(Outcome)
-    # the real derivations: the reviewer's quadratic does not vote (INCONCLUSIVE), the
-    # bounds and the printed tables are CONFIRMED; questions that disagree make SPLIT,
+    # the real derivations: the reviewer's quadratic as posed goes against the reviewer
+    # (REFUTED), the bounds and the printed tables are CONFIRMED; questions that disagree make SPLIT,
     # each question keeps its own word, and the measurement is MEASURED
-    der = [_part("isotropic-test", "INCONCLUSIVE"), _part("ordering", "CONFIRMED"),
+    der = [_part("isotropic-test", "REFUTED"), _part("ordering", "CONFIRMED"),
            _part("vacuous-regime", "CONFIRMED"), _part("printed-tables", "CONFIRMED")]
     real = der + [_part("assumption-b", "REFUTED"), _part("noise", "CONFIRMED"),
                   _part("three-runs", "CONFIRMED"), _part("minimum-readings", "INCONCLUSIVE")]
     assert LB.COMBINATION(real) == Outcome.SPLIT
     assert _question_words(real) == {
-        "bounds-do-not-order-changes": "CONFIRMED", "reviewer-quadratic": "INCONCLUSIVE",
+        "bounds-do-not-order-changes": "CONFIRMED", "reviewer-quadratic": "REFUTED",
         "score-meets-assumption-b": "REFUTED", "gain-within-noise": "CONFIRMED",
         "three-runs-resolve": "CONFIRMED", "minimum-reading": "MEASURED",
         "consistently-better-wording": "CONFIRMED"}
@@ -656,9 +660,9 @@ _NAMES = ("SUPPORTED", "FALSIFIED", "INCONCLUSIVE")  # stats.three_way_codes' or
 def _outcome_tables():
     """For each (clean, noisy, assumption-b) statistical outcome: the verdicts of the two
     statistical questions and the claim's word, with the real derivations (the reviewer's
-    quadratic does not vote, the bounds and the printed tables are CONFIRMED) and the
+    quadratic REFUTED as posed, the bounds and the printed tables CONFIRMED) and the
     three-runs part held undecided. Nothing is gated by the premise any more."""
-    der = [_part("isotropic-test", "INCONCLUSIVE"), _part("ordering", "CONFIRMED"),
+    der = [_part("isotropic-test", "REFUTED"), _part("ordering", "CONFIRMED"),
            _part("vacuous-regime", "CONFIRMED"), _part("printed-tables", "CONFIRMED"),
            _part("three-runs", "INCONCLUSIVE"), _part("minimum-readings", "INCONCLUSIVE")]
     shape = (3, 3, 3)  # clean code, noisy code, ab code
@@ -714,7 +718,7 @@ def test_composite_error_rates_under_global_nulls(dist, n):
     # assumption (b) exactly at 1 - delta: either false word is one side's alpha / 2
     assert ab_c <= bound and ab_r <= bound, (ab_c, ab_r)
     # the claim's word is never a single CONFIRMED or REFUTED while its questions
-    # disagree (the reviewer's quadratic does not vote): SPLIT or INCONCLUSIVE-free
+    # disagree (the reviewer's quadratic goes against the bounds question): SPLIT
     assert not np.isin(claim_wrong, ["CONFIRMED", "REFUTED"]).any()
     assert not np.isin(claim[idx], ["CONFIRMED", "REFUTED"]).any()
 

@@ -302,8 +302,8 @@ def test_combination_is_the_questions_common_word_measurements_left_out():
 
     deciding = [q for q in CLAIM.questions if q.kind != "measurement"]
     measured = [q for q in CLAIM.questions if q.kind == "measurement"]
-    assert {q.id for q in measured} >= {"overfitting", "best-round", "middle-cosine",
-                                        "selection-optimism"}
+    assert {q.id for q in measured} >= {"overfitting", "best-round", "middle-cosine"}
+    assert "selection-optimism" in {q.id for q in deciding}  # tested against d
     for o in (O.CONFIRMED, O.REFUTED, O.INCONCLUSIVE):
         parts = [_part(p, o) for q in deciding for p in q.parts]
         for m in (O.CONFIRMED, O.REFUTED):  # a measurement part never moves the word
@@ -333,6 +333,31 @@ def test_family_rules_reach_each_outcome(rule_name):
     assert p.verdict == O.INCONCLUSIVE and "no assay sensitivity" in p.reason
 
 
+def _optimism_tw(values, sensitive=True, d=2.0):
+    x = np.asarray(values, dtype=float)
+    return stats.three_way(x, np.zeros(len(x)), margin=d, equivalence_margin=d,
+                           alpha=0.05, sensitive=sensitive)
+
+
+def test_selection_rule_tests_against_d_never_against_zero():
+    from audit.papers.lips.dropout_control import RULE_SELECTION
+
+    assert RULE_SELECTION.kind == "experiment" and set(RULE_SELECTION.reachable) == set(
+        ALL_OUTCOMES)
+    small = [0.0, 0.1, 0.0, 0.2, 0.1, 0.0, 0.3, 0.1, 0.2, 0.0]  # >= 0, far below d
+    big = [3.0, 4.0, 3.5, 4.0, 3.0, 3.2, 3.8, 3.6, 3.4, 3.9]    # above d in every run
+    p = RULE_SELECTION(_optimism_tw(small), 4.0, 2.0, 0.11)
+    assert p.verdict == O.REFUTED and "against d = 2" in p.reason
+    assert RULE_SELECTION(_optimism_tw(big), 5.0, 2.0, 0.11).verdict == O.CONFIRMED
+    # a grid whose candidates differ by less than d: "below d" is foregone, not a finding
+    p = RULE_SELECTION(_optimism_tw(small), 1.5, 2.0, 0.11)
+    assert p.verdict == O.INCONCLUSIVE and "foregone" in p.reason and "grid" in p.needs
+    # straddling d: INCONCLUSIVE, naming the seeds it would take
+    wide = [0.0, 4.0, 0.5, 3.5, 0.0, 4.5, 1.0, 3.0, 0.0, 4.0]
+    p = RULE_SELECTION(_optimism_tw(wide), 5.0, 2.0, 0.11)
+    assert p.verdict == O.INCONCLUSIVE and p.needs
+
+
 def test_random_mask_rule_reaches_each_outcome():
     from audit.papers.lips.dropout_control import RULE_RANDOM
 
@@ -343,13 +368,9 @@ def test_random_mask_rule_reaches_each_outcome():
 
 
 def test_measurement_parts_carry_no_verdict():
-    from audit.papers.lips.dropout_control import RULE_COSINE, RULE_SELECTION
+    from audit.papers.lips.dropout_control import RULE_COSINE
 
-    for rule in (RULE_SELECTION, RULE_COSINE):
-        assert rule.kind == "measurement" and rule.reachable == ("INCONCLUSIVE",)
-    opt = stats.paired_difference(BASE + UP, BASE, level=0.95, method="t")
-    p = RULE_SELECTION(opt, 4.0, 2.0, params={"n": 5})
-    assert p.verdict == O.INCONCLUSIVE and "by construction" in p.rule
+    assert RULE_COSINE.kind == "measurement" and RULE_COSINE.reachable == ("INCONCLUSIVE",)
     cos = {"fedbn": np.full(5, 0.97), "lips": np.array([0.91, 0.92, 0.9, 0.93, 0.92])}
     p = RULE_COSINE(cos, 0.95, params={"n": 5, "inertia_level": "0.95"})
     assert p.verdict == O.INCONCLUSIVE and "lips 0.916" in p.reason

@@ -256,13 +256,12 @@ def specs(ctx: RunContext) -> list[RunSpec]:
 # ============================================================================ the rules
 def _decide_isotropic(ex):
     r = ex["iso"]
-    if math.isclose(r["d_full"], r["lb_full"]) and math.isclose(r["d_subset"],
-                                                                r["lb_subset"]):
-        side = D.ISO_SIDES[r["d_full"] > r["d_subset"]]
-        return Outcome.INCONCLUSIVE, D.ISO_NO_VOTE.format(**r, side=side), D.ISO_NEEDS
     if r["d_full"] > r["d_subset"]:
         return Outcome.CONFIRMED, D.ISO_CONFIRMED.format(**r), ""
-    return Outcome.REFUTED, D.ISO_REFUTED.format(**r), ""
+    tight = (math.isclose(r["d_full"], r["lb_full"])
+             and math.isclose(r["d_subset"], r["lb_subset"]))
+    return Outcome.REFUTED, D.ISO_REFUTED.format(
+        **r, tight=D.ISO_TIGHT.format(**r) if tight else ""), ""
 
 
 def _n_found(ex) -> int:

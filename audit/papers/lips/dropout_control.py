@@ -337,13 +337,26 @@ def _decide_one(label: str):
     return decide
 
 
-def _decide_selection(optimism, grid_range, margin: float):
-    """A measurement (no verdict): the per-run optimism of choosing LIPS's (tau0, k) on
-    test instead of validation is >= 0 by construction (the test choice is the best on
-    test), so "its CI lies above 0" is no test, and no threshold independent of the
-    results says how large an optimism matters."""
-    return (Outcome.INCONCLUSIVE, D.SELECTION_REASON.format(
-        o=optimism, grid_range=grid_range, margin=margin), D.NO_THRESHOLD)
+def _decide_selection(tw, grid_range: float, margin: float, resolution: float = math.nan):
+    """The per-run optimism of choosing LIPS's (tau0, k) on test instead of validation,
+    against the margin d (``tw``: the three-way rule on optimism - 0 with m = d; it is
+    >= 0 by construction, so never tested against 0). SUPPORTED -> CONFIRMED; FALSIFIED
+    (below d) -> REFUTED where the grid could have added d (its mean per-run range), else
+    INCONCLUSIVE: "less than d" would be foregone."""
+    foregone = grid_range < margin
+    out = {"SUPPORTED": Outcome.CONFIRMED, "FALSIFIED": Outcome.REFUTED}.get(
+        tw.outcome, Outcome.INCONCLUSIVE)
+    lead = ""
+    if out == Outcome.REFUTED and foregone:
+        out, lead = Outcome.INCONCLUSIVE, D.SELECTION_FOREGONE.format(
+            grid_range=grid_range, margin=margin)
+    reason = lead + D.SELECTION_REASON.format(reason=tw.reason, grid_range=grid_range,
+                                              margin=margin)
+    needs = ""
+    if out == Outcome.INCONCLUSIVE:
+        needs = (D.SELECTION_NEEDS if foregone else
+                 D.NEEDS_PAIRS.format(tw.seeds_needed) if tw.seeds_needed else D.NEEDS_OTHER)
+    return out, reason, needs, {"flip": tw.flip, "resolution": resolution, "unit": "points"}
 
 
 def _decide_cosine(cos: Mapping[str, np.ndarray], inertia_level: float):
@@ -419,7 +432,7 @@ RULE_LAYERS = _family_rule("layer-targeting")
 # Reviewer (record: referee_report.major_comments[0]): the sensitivity score is not
 # needed, random masks do as well: the outcome about "LIPS beats LIPS with random masks"
 RULE_RANDOM = Rule("random-mask", D.RANDOM_TEXT, _decide_one("lips vs lips-random"))
-RULE_SELECTION = _measured("selection-optimism", D.SELECTION_TEXT, _decide_selection)
+RULE_SELECTION = Rule("selection-optimism", D.SELECTION_TEXT, _decide_selection)
 RULE_COSINE = _measured("middle-cosine", D.COSINE_TEXT, _decide_cosine)
 RULE_OVERFIT = _measured("overfitting", D.OVERFIT_TEXT, _decide_overfitting)
 # Reviewer (record: referee_report.major_comments[3]): the overfitting the paper blames
@@ -566,6 +579,9 @@ def analyse(results, ctx: RunContext) -> Analysis:
     s_l = sel["lips"]
     grid_range = float(s_l["grid_range"].mean())
     opt = _paired(s_l["per_seed_test_best"], s_l["per_seed_val_choice"])
+    tw_sel = stats.three_way(s_l["per_seed_test_best"] - s_l["per_seed_val_choice"],
+                             np.zeros(n), margin=d_margin, equivalence_margin=d_margin,
+                             alpha=a_side, sensitive=grid_range >= d_margin)
     gap = per_run(lambda r: 100 * r["gap_curve"][-1])
     peak = per_run(lambda r: 100 * max(r["gap_curve"]))
     best = per_run(lambda r: 100 * max(r["test_curve"]))
@@ -599,7 +615,8 @@ def analyse(results, ctx: RunContext) -> Analysis:
         premise_gate(RULE_LAYERS({"lips-all-layers": cmp["lips-all-layers"]}, sensitive,
                                  resolution, params=fam), premise),
         premise_gate(RULE_RANDOM(tw_rand, sens_side, resolution, params=side), premise),
-        RULE_SELECTION(opt, grid_range, d_margin, params={"n": n}),
+        RULE_SELECTION(tw_sel, grid_range, d_margin, resolution, params={
+            **side, "three_way": stats.three_way_text(d_margin, d_margin, a_side, n)}),
         RULE_COSINE({a: cos_final[a] for a in cos_arms}, D.INERTIA_LEVEL,
                     params={"n": n, "inertia_level": f"{D.INERTIA_LEVEL:g}"}),
         premise_gate(RULE_BOTH(tw_acc, tw_cos, sens_both, cos_sens, resolution, params=both),
