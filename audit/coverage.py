@@ -231,6 +231,7 @@ def _verdict_needs(claim, ref: str | None, out: Path) -> tuple[str, str | None, 
 
     found: dict[str, str] = {}
     needs: dict[str, str] = {}
+    older: dict[str, str] = {}  # scale -> the commit of a report by earlier claim code
     for folder in (out, out / "full"):
         if folder != out and not folder.is_dir():
             continue
@@ -248,6 +249,9 @@ def _verdict_needs(claim, ref: str | None, out: Path) -> tuple[str, str | None, 
                 return f"{ref!r} not in the report", str(data.get("scale")), ""
             continue
         scale = str(data.get("scale"))
+        if scale not in found and report.earlier_code(data, claim):
+            env = data.get("environment") or {}
+            older[scale] = str(env.get("commit") or "")[:7] or "unknown"
         found.setdefault(scale, v)
         if v not in DECIDED and v != "MEASURED":
             n = _entry_needs(data, ref, claim)
@@ -264,7 +268,15 @@ def _verdict_needs(claim, ref: str | None, out: Path) -> tuple[str, str | None, 
         return v, scale, need
     words = set(found.values())
     word = next(iter(words)) if len(words) == 1 else "SPLIT"
-    return f"{word} ({', '.join(f'{s} {v}' for s, v in found.items())})", None, need
+    if len(words) == 1:  # the scales agree: an earlier code's report changes nothing
+        older = {}
+    return (f"{word} ({', '.join(f'{s} {v}' + _earlier(older.get(s)) for s, v in found.items())})",
+            None, need)
+
+
+def _earlier(commit: str | None) -> str:
+    """The tag of a verdict from a report that earlier code of its claim wrote."""
+    return f" at earlier code `{commit}`" if commit else ""
 
 
 def declared_fields(claim) -> list[tuple[str, str | None]]:
@@ -474,7 +486,9 @@ def render_markdown(coverages: list[RecordCoverage], out: Path | None = None) ->
              "load-bearing attack, the falsifier sentence, every major and minor referee "
              "comment), named by its field path, with the claim and the question that "
              "answers it and that question's verdict from the reports (smoke and full side "
-             "by side where both exist; SPLIT when they differ), or the reason it is not "
+             "by side where both exist; SPLIT when they differ, and then a verdict from a "
+             "report that earlier code of its claim wrote is tagged with that code's commit, "
+             "since its rules may differ), or the reason it is not "
              "covered. Paraphrases are ours; the records are cited by field path only. "
              "Which question answers which item is declared by each claim "
              "(`Claim.questions`). `audit run` and `audit report` regenerate this page "

@@ -20,6 +20,7 @@ from typing import Any, Iterable, Mapping
 
 from audit import safeio
 from audit.claims import AuditError, Claim
+from audit.keys import claim_code_version
 from audit.runner import ClaimResult, regenerate_command, with_overrides
 from audit.seeds import is_tuning
 
@@ -748,6 +749,27 @@ def scale_reports(out_dir: Path, cid: str) -> dict[str, Mapping]:
     return out
 
 
+def earlier_code(data: Mapping, claim: Claim | None) -> str:
+    """"" when the report ``data`` was written by ``claim``'s current code (its runs'
+    recorded code version is today's), else a caveat naming the commit it was written
+    at: its rules and questions are those of that code, so a verdict that differs from
+    a current report's may be the code's change, not the scale's. A report that records
+    only the whole package's version was written before claims' versions were recorded,
+    so by earlier code. "" for a report that records no version or a claim not
+    registered here (nothing to compare)."""
+    env = data.get("environment") if isinstance(data.get("environment"), Mapping) else {}
+    recorded = env.get("claim_code_version")
+    if claim is None or not (recorded or env.get("code_version")):
+        return ""
+    try:  # the run cache's key: the claim's import closure, plus a plugin's own hash
+        if recorded == claim_code_version(claim.code_module()) + claim.plugin_version():
+            return ""
+    except (OSError, SyntaxError, ValueError):
+        return ""
+    commit = str(env.get("commit") or "")[:7] or "unknown"
+    return f"written by earlier code of this claim (commit {commit}): rerun to update"
+
+
 def question_rows(out_dir: Path, claims: Mapping) -> tuple[list[str], list[list]]:
     """One row per reviewer question: its verdict at every scale found, side by side,
     and across scales the common word or SPLIT (never one scale promoted over another)."""
@@ -763,10 +785,16 @@ def question_rows(out_dir: Path, claims: Mapping) -> tuple[list[str], list[list]
             continue
         merged = questions.across_scales({s: questions.of_report(reports[s], claims.get(cid))
                                           for s in scales if s in reports})
+        older = {s: earlier_code(reports[s], claims.get(cid)) for s in reports}
         for q in merged:
+            # where the scales disagree, a report by earlier code says so: the difference
+            # may be the code's change, not the scale's
+            split = len(set(q["by_scale"].values())) > 1
             cells = []
             for s in scales:
                 v = _inert(q["by_scale"].get(s))
+                if v is not None and older.get(s) and split:
+                    v += " (earlier code)"
                 if v is None:
                     cells.append("—")
                 elif s == "full" and s != next(iter(reports)) and out_dir.joinpath(
@@ -775,10 +803,12 @@ def question_rows(out_dir: Path, claims: Mapping) -> tuple[list[str], list[list]
                 else:
                     cells.append(v)
             both = len(q["by_scale"]) > 1
+            why = "; ".join([q["why"]] * bool(q["why"]) + [
+                f"{s}: {older[s]}" for s in q["by_scale"] if older.get(s) and split])
             rows.append([f"`{cid}`", f"`{_inert(q['id'])}`: {_inert(q['asks'])}",
                          _inert(q["kind"]), *cells,
                          (f"**{_inert(q['combined'])}**" if both else "—"),
-                         _inert(q["why"]) or "—"])
+                         _inert(why) or "—"])
     header = ["claim", "question (our words)", "kind", *scales, "across scales",
               "why they differ / caveats"]
     return header, rows
@@ -791,8 +821,10 @@ def _questions_section(out_dir: Path, claims: Mapping) -> list[str]:
     return ["## Every reviewer question", "",
             "One row per question a claim answers, with its own verdict and kind (a proof "
             "and an experiment are never merged into one word). Where scales disagree both "
-            "verdicts are shown and the question is SPLIT across scales, with the reason; "
-            "no scale is promoted over another. Full-scale reports are in "
+            "verdicts are shown and the question is SPLIT across scales, with the reason "
+            "(and, where one report was written by earlier code of its claim, that "
+            "code's commit: its rules may differ); no scale is promoted over another. "
+            "Full-scale reports are in "
             "[full/](full/README.md) where that folder exists.", "",
             _table(header, rows), ""]
 

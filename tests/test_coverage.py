@@ -388,3 +388,49 @@ def test_real_claims_declare_only_items_their_record_has(tmp_path):
     covs = coverage.review([_reviews_dir()], tmp_path / "r")
     dangling = [d for c in covs for d in c.dangling]
     assert dangling == [], dangling
+
+
+def test_a_split_against_a_report_by_earlier_code_names_that_code(
+        toy_registry, monkeypatch, tmp_path):
+    """Where scales disagree and one report was written by earlier code of the claim (its
+    recorded code version is not today's), the coverage page and the index's question
+    table tag that verdict with the commit it was written at: the difference may be the
+    code's change, not the scale's. Agreeing scales carry no tag."""
+    from audit import coverage, report
+    from audit.keys import claim_code_version
+    from audit.questions import Question
+
+    qs = (Question("bound", "toy: is the bound vacuous?",
+                   ("skeptic_critique.concrete_test",), ("b",), kind="proof"),
+          Question("seeds", "toy: does the gap survive more seeds?",
+                   ("referee_report.major_comments[1]",), ("s1",)))
+    claim = dataclasses.replace(_claim("toy-q", (), {}), questions=qs)
+    out = tmp_path / "reports"
+    _write_report(out, "toy-q", "SPLIT", {"b": "CONFIRMED", "s1": "REFUTED"},
+                  questions={"bound": "CONFIRMED", "seeds": "REFUTED"})
+    _write_report(out / "full", "toy-q", "CONFIRMED", {"b": "CONFIRMED", "s1": "CONFIRMED"},
+                  questions={"bound": "CONFIRMED", "seeds": "CONFIRMED"}, scale="full")
+    now = claim_code_version(claim.code_module()) + claim.plugin_version()
+    for folder, version, commit in ((out, now, "1111111aaaa"),
+                                    (out / "full", "0.1.0+old", "2222222bbbb")):
+        data = json.loads((folder / "toy-q.json").read_text())
+        data["environment"] = {"commit": commit, "claim_code_version": version}
+        (folder / "toy-q.json").write_text(json.dumps(data))
+    assert report.earlier_code(json.loads((out / "toy-q.json").read_text()), claim) == ""
+    assert "2222222" in report.earlier_code(
+        json.loads((out / "full" / "toy-q.json").read_text()), claim)
+    assert coverage._verdict(claim, "seeds", out)[0] == (
+        "SPLIT (smoke REFUTED, full CONFIRMED at earlier code `2222222`)")
+    assert coverage._verdict(claim, "bound", out)[0] == (
+        "CONFIRMED (smoke CONFIRMED, full CONFIRMED)")  # agreeing: nothing to explain
+    header, rows = report.question_rows(out, {"toy-q": claim})
+    by_q = {r[1].split("`")[1]: dict(zip(header, r)) for r in rows}
+    assert by_q["seeds"]["full"].startswith("CONFIRMED (earlier code)")
+    assert "full: written by earlier code of this claim (commit 2222222)" in by_q["seeds"][
+        "why they differ / caveats"]
+    assert by_q["seeds"]["smoke"] == "REFUTED"
+    assert "earlier code" not in " ".join(map(str, by_q["bound"].values()))
+    # a report from before claims' versions were recorded: earlier code too
+    assert report.earlier_code({"environment": {"code_version": "0.1.0+abc",
+                                                "commit": "3333333"}}, claim)
+    assert report.earlier_code({"environment": {}}, claim) == ""  # nothing to compare

@@ -561,8 +561,8 @@ def test_combination_is_symmetric_and_every_part_enters():
         seen.add(out)
     assert seen == set(Outcome)
     # the real derivations: the reviewer's quadratic as posed goes against the reviewer
-    # (REFUTED), the bounds and the printed tables are CONFIRMED; questions that disagree make SPLIT,
-    # each question keeps its own word, and the measurement is MEASURED
+    # (REFUTED), the bounds and the printed tables are CONFIRMED; questions that disagree
+    # make SPLIT, each question keeps its own word, and the measurement is MEASURED
     der = [_part("isotropic-test", "REFUTED"), _part("ordering", "CONFIRMED"),
            _part("vacuous-regime", "CONFIRMED"), _part("printed-tables", "CONFIRMED")]
     real = der + [_part("assumption-b", "REFUTED"), _part("noise", "CONFIRMED"),
