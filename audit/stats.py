@@ -975,11 +975,17 @@ def three_way(
         effect = diff.mean - margin
         if effect != 0.0:
             needed = rule_seeds_needed(round(abs(effect) / diff.sd, 6), alpha, float(power))
+        if needed and 0 < differ < n:
+            # the simulation draws no ties; at the observed share of seeds whose arms
+            # differ, the guard wants about need * n / differ pairs before it lets go
+            needed = max(needed, math.ceil(need * n / differ))
     effect = diff.mean - margin
     gap = f"the observed distance {_g(effect)} of mean(A - B) from the margin {_g(margin)}"
     if needed:
+        ties = (f", and {need} differing seeds at the observed share of {differ} in {n}"
+                if 0 < differ < n else "")
         need_txt = (f"about {needed} pairs would let this rule decide {gap} "
-                    f"(simulated, power {_g(power)})")
+                    f"(simulated, power {_g(power)}{ties})")
     elif effect == 0.0 or diff.sd == 0.0:
         need_txt = f"no number of seeds can be estimated for {gap}"
     else:

@@ -507,6 +507,27 @@ def test_three_way_refuses_when_too_few_seeds_differ():
     assert stats_mod.min_differing(0.025) == 6 and stats_mod.min_differing(0.0125) == 7
 
 
+def test_seeds_needed_counts_the_tied_seeds():
+    # 3 of 10 seeds differ, all far below a margin of 2 (an optimism that is 0 when the
+    # validation choice is the test choice): the interval lies below the margin but the
+    # guard refuses; the simulation (no ties) alone would ask for fewer pairs than were
+    # run, while at 3 differing seeds in 10 the guard wants about 6 * 10 / 3 = 20
+    d = np.zeros(10)
+    d[:3] = [0.9, 1.1, 1.0]
+    res = three_way(d, np.zeros(10), margin=2.0, equivalence_margin=2.0)
+    assert res.outcome == "INCONCLUSIVE" and res.refused and res.difference.high < 2.0
+    assert res.seeds_needed == 20
+    assert "6 differing seeds at the observed share of 3 in 10" in res.reason
+    # with 20 seeds of the same pattern the rule decides (6 of 20 differ)
+    d20 = np.zeros(20)
+    d20[:6] = [0.9, 1.1, 1.0, 0.8, 1.2, 1.0]
+    assert three_way(d20, np.zeros(20), margin=2.0, equivalence_margin=2.0).outcome == \
+        "FALSIFIED"
+    # no ties: the simulation's figure stands
+    free = three_way(np.linspace(-1.0, 3.0, 10), np.zeros(10), equivalence_margin=0.5)
+    assert free.outcome == "INCONCLUSIVE" and "differing seeds" not in free.reason
+
+
 def test_three_way_needs_the_sign_test_to_agree():
     # the interval lies above 0, but 9 of 12 positive gives a one-sided sign p of 0.073
     d = np.array([0.27, 0.82, 0.48, -0.07, 0.12, -0.29, 1.78, 0.26, 0.66, -0.05, 0.34, 1.8])
