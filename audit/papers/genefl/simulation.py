@@ -1,5 +1,6 @@
 """The GENE-FL experiment driver: one whole run (``simulate``), shared by the two GENE-FL
-claims (``genefl_inverted_cosine`` and ``genefl_uplink_bytes``' simulated run).
+claims (:mod:`audit.papers.genefl.inverted_cosine`, and the simulated run of
+:mod:`audit.papers.genefl.uplink_bytes`).
 
 Known clients are clustered once and each cluster trains GENE-FL (``GeneFL``, from
 :mod:`audit.papers.genefl.algorithm`) on the engine, with its uploads metered
