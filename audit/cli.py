@@ -557,7 +557,8 @@ def cmd_report(args) -> int:
     from audit import report
 
     if not args.out.is_dir():
-        raise AuditError(f"report directory {str(args.out)!r} does not exist")
+        raise AuditError(f"report directory {str(args.out)!r} "
+                         + ("is not a directory" if args.out.exists() else "does not exist"))
     reg = claims_mod.registry()
     _check_locks(reg.values())  # a bad lock file: one line now, not after half the writes
     loaded = [(data, str(args.out / f"{cid}.json")) for cid in reg
@@ -584,7 +585,8 @@ def cmd_lock(args) -> int:
     from audit.verdict import Outcome, Part
 
     if not args.out.is_dir():
-        raise AuditError(f"report directory {str(args.out)!r} does not exist")
+        raise AuditError(f"report directory {str(args.out)!r} "
+                         + ("is not a directory" if args.out.exists() else "does not exist"))
     reg = claims_mod.registry()
     _check_locks(reg.values())
     ids = list(args.ids) or [c for c in reg if isinstance(reg[c], claims_mod.Claim)]

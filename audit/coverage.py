@@ -123,6 +123,9 @@ def record_files(paths: list[Path]) -> list[Path]:
             files += found
         elif p.is_file():
             files.append(p)
+        elif p.exists():  # /dev/zero, a FIFO: never read (it could block or never end)
+            raise AuditError(f"review record path {str(p)!r} is not a regular file or a "
+                             "folder")
         else:
             raise AuditError(f"review record path {str(p)!r} does not exist")
     return files
@@ -167,6 +170,13 @@ def validate(record: Any) -> list[str]:
             problems.append("field 'skeptic_critique.concrete_test' must be a string")
     except KeyError:
         problems.append("missing field 'skeptic_critique.concrete_test'")
+    for name in TOP_ITEMS[1:]:  # optional items, but never silently dropped for a type
+        try:
+            value = _get(record, name)
+        except KeyError:
+            continue
+        if value is not None and not isinstance(value, str):
+            problems.append(f"field {name!r} must be a string, got {type(value).__name__}")
     return problems
 
 
@@ -497,7 +507,8 @@ def render_markdown(coverages: list[RecordCoverage], out: Path | None = None) ->
     for cov in coverages:
         if not cov.rows and cov.problems:
             continue
-        lines += [f"## {_heading(cov)}", "", _summary(cov) + ".", "",
+        # the heading names the record's file: a name from elsewhere, made inert
+        lines += [f"## {_md_cell(_heading(cov))}", "", _summary(cov) + ".", "",
                   "| item | paraphrase (ours) | claim / question | verdict | what would "
                   "decide it |",
                   "|---|---|---|---|---|"]

@@ -135,8 +135,8 @@ _QUESTION_WORDS = _WORDS + ("MEASURED",)
 
 def _shape_problem(data: Mapping) -> str | None:
     """The first way ``data`` breaks the JSON contract's types, or None."""
-    def is_num(x: Any) -> bool:
-        return isinstance(x, (int, float)) and not isinstance(x, bool)
+    def is_num(x: Any) -> bool:  # NaN and Infinity are no runtime or seed
+        return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
 
     def objects(key: str, named: str | None) -> str | None:
         items = data.get(key, [])
@@ -158,7 +158,7 @@ def _shape_problem(data: Mapping) -> str | None:
         (isinstance(data["arms"], list) and all(isinstance(a, str) for a in data["arms"]),
          "'arms' must be a list of strings"),
         (isinstance(data["environment"], Mapping), "'environment' must be an object"),
-        (is_num(data["runtime_s"]), "'runtime_s' must be a number"),
+        (is_num(data["runtime_s"]), "'runtime_s' must be a finite number"),
     ]
     for ok, problem in checks:
         if not ok:
@@ -227,7 +227,8 @@ def _fmt(x: Any, digits: int = 4) -> str:
 
 def _table(columns: Iterable[str], rows: Iterable[Iterable[Any]]) -> str:
     columns = list(columns)
-    out = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
+    out = ["| " + " | ".join(_fmt(c) for c in columns) + " |",
+           "|" + "---|" * len(columns)]
     out += ["| " + " | ".join(_fmt(c) for c in row) + " |" for row in rows]
     return "\n".join(out)
 
@@ -278,22 +279,28 @@ def _stability_line(stab: Mapping) -> str:
     return f"Stability ({label}): " + "; ".join(bits) + "."
 
 
-def _inert(obj: Any) -> Any:
-    """Every string of report data as inert markdown (``safeio.md_text``: no raw HTML, no
-    heading or list started by a field, no control characters), pipes left to the table
-    writer; numbers and structure unchanged. Report JSON comes from elsewhere."""
+def _inert(obj: Any, pipes: bool = False) -> Any:
+    """Every string of report data, keys included (a config key is printed), as inert
+    markdown (``safeio.md_text``: no raw HTML, no heading or list started by a field, no
+    control characters), pipes left to the table writer (``pipes``: kept escaped, for
+    data that other code puts in its own tables); numbers and structure unchanged. Report
+    JSON comes from elsewhere."""
     if isinstance(obj, str):
-        return safeio.md_text(obj).replace("\\|", "|")
+        text = safeio.md_text(obj)
+        return text if pipes else text.replace("\\|", "|")
     if isinstance(obj, Mapping):
-        return {k: _inert(v) for k, v in obj.items()}
+        return {_inert(k, pipes): _inert(v, pipes) for k, v in obj.items()}
     if isinstance(obj, list):
-        return [_inert(v) for v in obj]
+        return [_inert(v, pipes) for v in obj]
     return obj
 
 
 def render_markdown(data: Mapping, figure_dir: str | None = None) -> str:
     """The markdown report, from the JSON data alone (every string made inert first)."""
     validate(data)
+    qs = _questions_of(data)  # from the data as read: each string made inert once
+    # regime.markdown writes its own tables: its pipes stay escaped
+    maps = _inert(data.get("regime_maps"), pipes=True)
     data = _inert(data)
     paper = data["paper"]
     env = data["environment"]
@@ -303,7 +310,7 @@ def render_markdown(data: Mapping, figure_dir: str | None = None) -> str:
     if data.get("tuning_run"):
         lines += ["**Tuning run** (seeds reserved for choosing settings): this is a pilot, "
                   "not a verdict; no lock is written from it.", ""]
-    lines += question_section(data, lock_txt)
+    lines += question_section(data, lock_txt, qs)
     lines += findings_section(data)
     premise = data.get("premise")
     if premise:
@@ -420,7 +427,6 @@ def render_markdown(data: Mapping, figure_dir: str | None = None) -> str:
     else:
         lines += ["No search over settings is recorded for this scale: its settings are "
                   "the stated choices in the claim's code (see the config below).", ""]
-    maps = data.get("regime_maps")
     if maps:
         from audit import regime
 
@@ -465,11 +471,14 @@ def _questions_of(data: Mapping) -> list[Mapping]:
     return [_inert(q) for q in questions.of_report(data, claim)]
 
 
-def question_section(data: Mapping, lock_txt: str = "") -> list[str]:
+def question_section(data: Mapping, lock_txt: str = "",
+                     qs: list[Mapping] | None = None) -> list[str]:
     """The report's opening: the claim's single word (SPLIT when its questions differ)
     and the table of questions, each with its own verdict, kind, scale and record fields;
-    sweep settings as rows of their question."""
-    qs = _questions_of(data)
+    sweep settings as rows of their question. ``qs``: the questions, made inert from the
+    data as read (:func:`_questions_of`); inerting the inert ``data`` again would show
+    ``&gt;`` as ``&amp;gt;``."""
+    qs = _questions_of(data) if qs is None else qs
     fragile = " — **fragile**" if data.get("fragile") else ""
     word = data["verdict"]
     if not qs:
@@ -557,45 +566,56 @@ def draw_figures(data: Mapping, out_dir: Path) -> list[tuple[Path, bytes]]:
     for f in data["figures"]:
         safeio.check_name(f.get("name") if isinstance(f, Mapping) else f, "figure name",
                           source)
+        for s in f.get("series") or () if isinstance(f, Mapping) else ():
+            bins = s.get("bins", 30) if isinstance(s, Mapping) else 30
+            if not (isinstance(bins, int) and not isinstance(bins, bool)
+                    and 1 <= bins <= MAX_BINS):  # bins=10**9 would allocate gigabytes
+                raise AuditError(f"{source}: figure {f.get('name')!r} asks for "
+                                 f"{safeio.term_text(repr(bins))[:40]} histogram bins; "
+                                 f"expected a whole number from 1 to {MAX_BINS}")
     paths = []
-    for f in data["figures"]:
-        fig, ax = plt.subplots(figsize=(6.4, 4.0), dpi=100)
-        kind = f.get("kind", "line")
-        for s in f["series"]:
-            # strict JSON carries a missing point as null: plot it as a gap
-            s = {k: ([math.nan if v is None else v for v in val] if isinstance(val, list)
-                     else val) for k, val in s.items()}
-            if kind == "hist":
-                s["y"] = [v for v in s["y"] if math.isfinite(v)]
-                ax.hist(s["y"], bins=s.get("bins", 30), alpha=0.6, label=s["label"])
-            elif kind == "bar":
-                ax.bar(s["x"], s["y"], label=s["label"], alpha=0.8)
-                if s.get("low") is not None:
-                    err = [[y - lo for y, lo in zip(s["y"], s["low"])],
-                           [hi - y for y, hi in zip(s["y"], s["high"])]]
-                    ax.errorbar(s["x"], s["y"], yerr=err, fmt="none", ecolor="k")
-            else:
-                (line,) = ax.plot(s["x"], s["y"], label=s["label"], lw=1.5)
-                if s.get("low") is not None and s.get("high") is not None:
-                    ax.fill_between(s["x"], s["low"], s["high"], alpha=0.2,
-                                    color=line.get_color(), lw=0)
-        if f.get("logy"):
-            ax.set_yscale("log")
-        ax.set_title(f["title"], fontsize=10)
-        ax.set_xlabel(f["xlabel"])
-        ax.set_ylabel(f["ylabel"])
-        if len(f["series"]) > 1:
-            ax.legend(fontsize=7)
-        ax.grid(alpha=0.3)
-        with warnings.catch_warnings():  # long titles: a cramped layout is not an error
-            warnings.simplefilter("ignore", UserWarning)
-            fig.tight_layout()
-        path = safeio.inside(out_dir, fig_dir / f"{f['name']}.png")
-        png = io.BytesIO()
-        fig.savefig(png, format="png", metadata={"Software": None})
-        plt.close(fig)
-        paths.append((path, png.getvalue()))
+    with warnings.catch_warnings():  # the data came from a file: what matplotlib says of
+        warnings.simplefilter("ignore")  # it (a glyph its font lacks, a log axis with no
+        for f in data["figures"]:  # positive value) is no line for the terminal
+            fig, ax = plt.subplots(figsize=(6.4, 4.0), dpi=100)
+            kind = f.get("kind", "line")
+            for s in f["series"]:
+                # strict JSON carries a missing point as null: plot it as a gap
+                s = {k: ([math.nan if v is None else v for v in val]
+                         if isinstance(val, list) else val) for k, val in s.items()}
+                if kind == "hist":
+                    s["y"] = [v for v in s["y"] if math.isfinite(v)]
+                    ax.hist(s["y"], bins=s.get("bins", 30), alpha=0.6, label=s["label"])
+                elif kind == "bar":
+                    ax.bar(s["x"], s["y"], label=s["label"], alpha=0.8)
+                    if s.get("low") is not None:
+                        err = [[y - lo for y, lo in zip(s["y"], s["low"])],
+                               [hi - y for y, hi in zip(s["y"], s["high"])]]
+                        ax.errorbar(s["x"], s["y"], yerr=err, fmt="none", ecolor="k")
+                else:
+                    (line,) = ax.plot(s["x"], s["y"], label=s["label"], lw=1.5)
+                    if s.get("low") is not None and s.get("high") is not None:
+                        ax.fill_between(s["x"], s["low"], s["high"], alpha=0.2,
+                                        color=line.get_color(), lw=0)
+            if f.get("logy"):
+                ax.set_yscale("log")
+            ax.set_title(f["title"], fontsize=10)
+            ax.set_xlabel(f["xlabel"])
+            ax.set_ylabel(f["ylabel"])
+            if len(f["series"]) > 1:
+                ax.legend(fontsize=7)
+            ax.grid(alpha=0.3)
+            fig.tight_layout()  # long titles: a cramped layout is not an error
+            path = safeio.inside(out_dir, fig_dir / f"{f['name']}.png")
+            png = io.BytesIO()
+            fig.savefig(png, format="png", metadata={"Software": None})
+            plt.close(fig)
+            paths.append((path, png.getvalue()))
     return paths
+
+
+#: The most histogram bins a report's figure may ask for (``bins`` of a series).
+MAX_BINS = 1000
 
 
 # --------------------------------------------------------------------------- writing
@@ -648,6 +668,10 @@ def write_data(data: Mapping, out_dir: Path, source: str | None = None) -> None:
     try:
         data = strict_json(data)
         text = json.dumps(data, indent=2, allow_nan=False) + "\n"
+        if len(text.encode("utf-8")) > safeio.MAX_JSON_BYTES:  # never one load() refuses
+            raise AuditError(f"{where} would be written as more than "
+                             f"{safeio.MAX_JSON_BYTES >> 20} MiB of JSON, which audit then "
+                             "refuses to read; nothing written")
         md = render_markdown(data)
         figures = draw_figures(data, out_dir)
     except AuditError:
@@ -809,8 +833,8 @@ def question_rows(out_dir: Path, claims: Mapping) -> tuple[list[str], list[list]
                          _inert(q["kind"]), *cells,
                          (f"**{_inert(q['combined'])}**" if both else "—"),
                          _inert(why) or "—"])
-    header = ["claim", "question (our words)", "kind", *scales, "across scales",
-              "why they differ / caveats"]
+    header = ["claim", "question (our words)", "kind",  # a scale: a report's, so inert
+              *map(_inert, scales), "across scales", "why they differ / caveats"]
     return header, rows
 
 
@@ -845,7 +869,8 @@ def _write_index(out_dir: Path, claims: Mapping[str, Claim]) -> Path:
     scales: set[str] = set()  # of the reports in this folder: the regenerate command's
     for cid, claim in claims.items():
         locks = claim.locks()
-        lock_txt = ", ".join(f"{s}: {v['verdict']}" for s, v in sorted(locks.items())) or "—"
+        lock_txt = _inert(", ".join(f"{s}: {v['verdict']}"  # a lock file's scale names
+                                    for s, v in sorted(locks.items()))) or "—"
         try:
             data = load(out_dir, cid)
             if data is not None:
