@@ -447,9 +447,10 @@ def _lock_problem(locks: Any) -> str | None:
         return f"the top level must be an object of claim ids, got {kind(locks)}"
     for cid, scales in locks.items():
         if not isinstance(scales, dict):
-            return f"entry {cid!r} must be an object of scales, got {kind(scales)}"
+            return (f"entry {_short_repr(cid)} must be an object of scales, got "
+                    f"{kind(scales)}")
         for scale, lock in scales.items():
-            where = f"entry {cid!r} at scale {scale!r}"
+            where = f"entry {_short_repr(cid)} at scale {_short_repr(scale)}"
             if not isinstance(lock, dict):
                 return f"{where} must be an object, got {kind(lock)}"
             verdict = lock.get("verdict")
@@ -649,5 +650,6 @@ def registry() -> dict[str, Claim]:
 def get(claim_id: str) -> Claim:
     claims = registry()
     if claim_id not in claims:
-        raise AuditError(f"unknown claim id {claim_id!r}; known ids: {', '.join(claims)}")
+        raise AuditError(f"unknown claim id {_short_repr(claim_id, 80)}; known ids: "
+                         f"{', '.join(claims)}")
     return claims[claim_id]

@@ -250,13 +250,17 @@ def md_text(value: object) -> str:
     characters and ANSI sequences removed as by :func:`term_text`, newlines joined into
     spaces, ``<``, ``>`` and ``&`` as HTML entities (no raw HTML), ``|`` escaped (no new
     table cell), and a leading ``#``, ``>``, ``-``, ``+``, ``*``, ``=``, or ordered-list
-    number escaped (no heading, quote, list or rule)."""
+    number escaped (no heading, quote, list or rule); no link either: ``](`` becomes
+    ``]\\(`` (no inline link or image, a ``javascript:`` one included, and no way out of
+    an image's alt text) and a leading ``[label]:`` is escaped (no link definition)."""
     text = value if isinstance(value, str) else str(value)
     text = _ANSI.sub("", text)
     text = " ".join(re.sub(r"[\x00-\x1f\x7f-\x9f]", " ", text).split())
     text = text.encode("utf-8", "backslashreplace").decode("utf-8")
-    text = text.translate(_MD_SPECIAL)
-    if re.match(r"[#>+*=`~-]", text):
+    text = text.translate(_MD_SPECIAL).replace("](", "]\\(")
+    if re.match(r"\[[^\]]*\]:", text):
+        text = "\\" + text
+    elif re.match(r"[#>+*=`~-]", text):
         text = "\\" + text
     elif re.match(r"\d+[.)]", text):  # "1. x" would start an ordered list: "1\. x"
         n = len(re.match(r"\d+", text).group(0))
