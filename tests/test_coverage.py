@@ -43,6 +43,17 @@ def _claim(cid: str, fields: tuple[str, ...], answers: dict[str, str]) -> Claim:
                  analyse=lambda r, c: None, answers=answers)
 
 
+def _toy_q(seeds_parts: tuple[str, ...] = ("s1",)) -> Claim:
+    """A toy claim with two questions: a proof (part b) and an experiment (seeds_parts)."""
+    from audit.questions import Question
+
+    qs = (Question("bound", "toy: is the bound vacuous?",
+                   ("skeptic_critique.concrete_test",), ("b",), kind="proof"),
+          Question("seeds", "toy: does the gap survive more seeds?",
+                   ("referee_report.major_comments[1]",), seeds_parts))
+    return dataclasses.replace(_claim("toy-q", (), {}), questions=qs)
+
+
 def _record(arxiv: str = TOY.arxiv_id, **drop) -> dict:
     """A record in the reviews' JSON shape, with our own invented text."""
     rec = {
@@ -100,13 +111,8 @@ def test_an_open_question_names_what_would_decide_it_and_the_page_counts_decided
     question decided at some scale needs nothing, and the page counts decided items
     among the checkable ones (presentation and missing definitions are not checkable)."""
     from audit import coverage
-    from audit.questions import Question
 
-    qs = (Question("bound", "toy: is the bound vacuous?",
-                   ("skeptic_critique.concrete_test",), ("b",), kind="proof"),
-          Question("seeds", "toy: does the gap survive more seeds?",
-                   ("referee_report.major_comments[1]",), ("s1",)))
-    claim = dataclasses.replace(_claim("toy-q", (), {}), questions=qs)
+    claim = _toy_q()
     out = tmp_path / "reports"
     _write_report(out, "toy-q", "SPLIT", {"b": "CONFIRMED", "s1": "INCONCLUSIVE"},
                   questions={"bound": "CONFIRMED", "seeds": "INCONCLUSIVE"})
@@ -190,13 +196,8 @@ def test_an_item_shows_its_questions_verdict_with_the_scales_side_by_side(
     """A claim with questions covers the items its questions name, each with the
     question's verdict (not the claim's word, not a part's); with a ``full/`` folder of
     reports both scales are shown, SPLIT when they differ (never one promoted)."""
-    from audit.questions import Question
 
-    qs = (Question("bound", "toy: is the bound vacuous?",
-                   ("skeptic_critique.concrete_test",), ("b",), kind="proof"),
-          Question("seeds", "toy: does the gap survive more seeds?",
-                   ("referee_report.major_comments[1]",), ("s1", "s2")))
-    claim = dataclasses.replace(_claim("toy-q", (), {}), questions=qs)
+    claim = _toy_q(("s1", "s2"))
     reg = {**toy_registry, "toy-q": claim}
     monkeypatch.setattr(claims_mod, "registry", lambda: reg)
     rec = tmp_path / "rec.json"
@@ -398,13 +399,8 @@ def test_a_split_against_a_report_by_earlier_code_names_that_code(
     code's change, not the scale's. Agreeing scales carry no tag."""
     from audit import coverage, report
     from audit.keys import claim_code_version
-    from audit.questions import Question
 
-    qs = (Question("bound", "toy: is the bound vacuous?",
-                   ("skeptic_critique.concrete_test",), ("b",), kind="proof"),
-          Question("seeds", "toy: does the gap survive more seeds?",
-                   ("referee_report.major_comments[1]",), ("s1",)))
-    claim = dataclasses.replace(_claim("toy-q", (), {}), questions=qs)
+    claim = _toy_q()
     out = tmp_path / "reports"
     _write_report(out, "toy-q", "SPLIT", {"b": "CONFIRMED", "s1": "REFUTED"},
                   questions={"bound": "CONFIRMED", "seeds": "REFUTED"})
