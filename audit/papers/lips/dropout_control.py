@@ -344,8 +344,7 @@ def _decide_selection(tw, grid_range: float, margin: float, resolution: float = 
     (below d) -> REFUTED where the grid could have added d (its mean per-run range), else
     INCONCLUSIVE: "less than d" would be foregone."""
     foregone = grid_range < margin
-    out = {"SUPPORTED": Outcome.CONFIRMED, "FALSIFIED": Outcome.REFUTED}.get(
-        tw.outcome, Outcome.INCONCLUSIVE)
+    out = on_reviewer(tw.outcome, holds_when="SUPPORTED")
     lead = ""
     if out == Outcome.REFUTED and foregone:
         out, lead = Outcome.INCONCLUSIVE, D.SELECTION_FOREGONE.format(
