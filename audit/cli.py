@@ -553,12 +553,17 @@ def cmd_verify(args) -> int:
     return 1 if flips or question_flips or no_lock or elsewhere else 0
 
 
+def _check_report_dir(out: Path) -> None:
+    """Refuse a report folder that is missing, or that is a file (named as such)."""
+    if not out.is_dir():
+        raise AuditError(f"report directory {str(out)!r} "
+                         + ("is not a directory" if out.exists() else "does not exist"))
+
+
 def cmd_report(args) -> int:
     from audit import report
 
-    if not args.out.is_dir():
-        raise AuditError(f"report directory {str(args.out)!r} "
-                         + ("is not a directory" if args.out.exists() else "does not exist"))
+    _check_report_dir(args.out)
     reg = claims_mod.registry()
     _check_locks(reg.values())  # a bad lock file: one line now, not after half the writes
     loaded = [(data, str(args.out / f"{cid}.json")) for cid in reg
@@ -584,9 +589,7 @@ def cmd_lock(args) -> int:
     from audit import report
     from audit.verdict import Outcome, Part
 
-    if not args.out.is_dir():
-        raise AuditError(f"report directory {str(args.out)!r} "
-                         + ("is not a directory" if args.out.exists() else "does not exist"))
+    _check_report_dir(args.out)
     reg = claims_mod.registry()
     _check_locks(reg.values())
     ids = list(args.ids) or [c for c in reg if isinstance(reg[c], claims_mod.Claim)]

@@ -259,9 +259,8 @@ def _verdict_needs(claim, ref: str | None, out: Path) -> tuple[str, str | None, 
                 return f"{ref!r} not in the report", str(data.get("scale")), ""
             continue
         scale = str(data.get("scale"))
-        if scale not in found and report.earlier_code(data, claim):
-            env = data.get("environment") or {}
-            older[scale] = str(env.get("commit") or "")[:7] or "unknown"
+        if scale not in found:
+            older[scale] = report.earlier_code(data, claim)
         found.setdefault(scale, v)
         if v not in DECIDED and v != "MEASURED":
             n = _entry_needs(data, ref, claim)

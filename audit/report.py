@@ -775,12 +775,12 @@ def scale_reports(out_dir: Path, cid: str) -> dict[str, Mapping]:
 
 def earlier_code(data: Mapping, claim: Claim | None) -> str:
     """"" when the report ``data`` was written by ``claim``'s current code (its runs'
-    recorded code version is today's), else a caveat naming the commit it was written
-    at: its rules and questions are those of that code, so a verdict that differs from
-    a current report's may be the code's change, not the scale's. A report that records
-    only the whole package's version was written before claims' versions were recorded,
-    so by earlier code. "" for a report that records no version or a claim not
-    registered here (nothing to compare)."""
+    recorded code version is today's), else the short commit it was written at
+    ("unknown" when it records none): its rules and questions are those of that code, so
+    a verdict that differs from a current report's may be the code's change, not the
+    scale's. A report that records only the whole package's version was written before
+    claims' versions were recorded, so by earlier code. "" for a report that records no
+    version or a claim not registered here (nothing to compare)."""
     env = data.get("environment") if isinstance(data.get("environment"), Mapping) else {}
     recorded = env.get("claim_code_version")
     if claim is None or not (recorded or env.get("code_version")):
@@ -790,8 +790,7 @@ def earlier_code(data: Mapping, claim: Claim | None) -> str:
             return ""
     except (OSError, SyntaxError, ValueError):
         return ""
-    commit = str(env.get("commit") or "")[:7] or "unknown"
-    return f"written by earlier code of this claim (commit {commit}): rerun to update"
+    return str(env.get("commit") or "")[:7] or "unknown"
 
 
 def question_rows(out_dir: Path, claims: Mapping) -> tuple[list[str], list[list]]:
@@ -828,7 +827,8 @@ def question_rows(out_dir: Path, claims: Mapping) -> tuple[list[str], list[list]
                     cells.append(v)
             both = len(q["by_scale"]) > 1
             why = "; ".join([q["why"]] * bool(q["why"]) + [
-                f"{s}: {older[s]}" for s in q["by_scale"] if older.get(s) and split])
+                f"{s}: written by earlier code of this claim (commit {older[s]}): rerun to "
+                "update" for s in q["by_scale"] if older.get(s) and split])
             rows.append([f"`{cid}`", f"`{_inert(q['id'])}`: {_inert(q['asks'])}",
                          _inert(q["kind"]), *cells,
                          (f"**{_inert(q['combined'])}**" if both else "—"),
