@@ -130,7 +130,7 @@ def test_gaussian_noise_touches_chosen_keys_on_period_only():
 # ---------------------------------------------------------------- end-to-end, tiny runs
 @pytest.fixture(scope="module")
 def fed():
-    from audit.papers.lips.dropout_control import build_clients
+    from audit.papers.lips.algorithm import build_clients
 
     ds = synthetic_classification(seed=3, n=400, num_classes=4, shape=(1, 8, 8))
     cfg = {"n_clients": 4, "n_train": 12, "n_val": 4, "n_test": 6, "alpha": 0.5}
@@ -188,7 +188,7 @@ def test_freeze_keeps_global_middle_layers_fixed(fed):
 
 # --------------------------------------------------------------------------- the data
 def test_build_clients_sizes_skew_and_determinism():
-    from audit.papers.lips.dropout_control import build_clients
+    from audit.papers.lips.algorithm import build_clients
 
     ds = synthetic_classification(seed=1, n=600, num_classes=6, shape=(1, 8, 8))
     cfg = {"n_clients": 5, "n_train": 20, "n_val": 10, "n_test": 30, "alpha": 0.1}

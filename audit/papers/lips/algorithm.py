@@ -35,6 +35,7 @@ Deliberate deviations from the printed method are commented where they happen.
 """
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from typing import Callable, Mapping, Optional, Sequence
 
@@ -389,3 +390,66 @@ class FedBNProbe(FedBN):
             m["curve_train_acc"], m["curve_test_acc"] = self._curve_accuracies(global_state,
                                                                                round)
         return m
+
+
+# ------------------------------------------------------------------------ the split
+@functools.lru_cache(maxsize=4)
+def _digits_like(name: str, kw: tuple = ()):
+    from audit.fl.data import load_dataset
+
+    # one fixed train/test split; the seeds vary clients
+    return load_dataset(name, seed=0, **dict(kw))
+
+
+def dataset(cfg: Mapping, data_dir: str | None = None):
+    """The data set a scale's config names (``dataset``, ``dataset_kw``): digits or
+    synthetic blobs in one fixed split (the seeds vary the clients, not the split), else
+    the paper-scale copy under ``data_dir``."""
+    from audit.fl.data import load_dataset
+
+    name = cfg["dataset"]
+    if name in ("digits", "synthetic"):
+        # synthetic: Gaussian blobs in digits' 8 x 8 shape, made as hard as dataset_kw's
+        # noise says (audit.fl.data.synthetic_classification)
+        return _digits_like(name, tuple(sorted(dict(cfg.get("dataset_kw") or {}).items())))
+    # the clients are drawn from it; a missing copy raises DatasetNotFound (an AuditError)
+    return load_dataset(name, data_dir=data_dir)
+
+
+def build_clients(ds, cfg: Mapping, seed: int):
+    """The LIPS split (arXiv 2506.00932, Sec. 5): each client draws class proportions
+    q_k ~ Dir(alpha) and then its own samples, independently of the other clients
+    (clients may share images). Per client: ``n_train`` training and ``n_val``
+    validation images from the training pool (disjoint within the client), and
+    ``n_test`` test images drawn with the same q_k from the held-out test set.
+
+    Deviation: the paper's per-client test data is not specified beyond the label skew;
+    we draw it from the dataset's test split so no client ever trained on a test image.
+    """
+    from audit.fl.data import ClientData, FederatedData
+
+    rng = np.random.default_rng([seed, 11])
+    ytr, yte = ds.y_train.numpy(), ds.y_test.numpy()
+    C = ds.num_classes
+    pool_tr = [np.flatnonzero(ytr == c) for c in range(C)]
+    pool_te = [np.flatnonzero(yte == c) for c in range(C)]
+
+    def draw(pools, counts, exclude=()):
+        out = []
+        for pool, m in zip(pools, counts):
+            if m:
+                if len(exclude):
+                    pool = np.setdiff1d(pool, exclude, assume_unique=True)
+                out.append(rng.choice(pool, size=m, replace=m > len(pool)))
+        return np.sort(np.concatenate(out)).astype(np.int64)
+
+    clients = []
+    for _ in range(cfg["n_clients"]):
+        q = rng.dirichlet(np.full(C, cfg["alpha"]))
+        tr = draw(pool_tr, rng.multinomial(cfg["n_train"], q))
+        va = draw(pool_tr, rng.multinomial(cfg["n_val"], q), exclude=tr)
+        te = draw(pool_te, rng.multinomial(cfg["n_test"], q))
+        t = torch.from_numpy
+        clients.append(ClientData(ds.x_train[t(tr)], ds.y_train[t(tr)], ds.x_train[t(va)],
+                                  ds.y_train[t(va)], ds.x_test[t(te)], ds.y_test[t(te)]))
+    return FederatedData(clients, ds.x_test, ds.y_test, C, ds.name)
