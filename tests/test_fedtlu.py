@@ -345,6 +345,7 @@ def test_metrics_do_not_depend_on_python_string_hashing():
 from audit import calibration  # noqa: E402
 from audit.claims import RunContext, RunSpec  # noqa: E402
 from audit.papers.fedtlu import lower_bound as LB  # noqa: E402
+from audit.papers.fedtlu import simulation as SIM  # noqa: E402
 from audit.verdict import Outcome, Part, Premise, premise_gate  # noqa: E402
 
 _ALPHA = 0.05 / 3
@@ -360,7 +361,7 @@ def test_validation_split_is_held_out_and_read_like_the_test_perplexity():
     ctx = dataclasses.replace(make_context(LB.CLAIM, "smoke", seeds=[1000, 1001], overrides={
         "val_fraction": 0.2, "rounds": 2}), checkpoint_dir=None)
     cfg, T = ctx.config, ctx.config["seq_len"]
-    ds, fed, train, val_idx = LB.fl_data(cfg, 1000, "clean", ctx.data_dir)
+    ds, fed, train, val_idx = SIM.fl_data(cfg, 1000, "clean", ctx.data_dir)
     pools = fd.contiguous_partition(len(ds.y_train), cfg["n_clients"])
     # the validation windows are the last floor(0.2 n) of each client's stretch
     assert [len(p) - len(t) for p, t in zip(pools, train)] == [int(0.2 * len(p)) for p in pools]
@@ -384,7 +385,7 @@ def test_validation_split_is_held_out_and_read_like_the_test_perplexity():
         assert torch.equal(ds.y_train[j], ids[j * T + 1:(j + 1) * T + 1])
     assert (int(val_idx.max()) + 1) * T < cut
     # at val_fraction 0 the data are the partition itself, as before the key existed
-    ds0, fed0, train0, val0 = LB.fl_data({**cfg, "val_fraction": 0.0}, 1000, "clean", None)
+    ds0, fed0, train0, val0 = SIM.fl_data({**cfg, "val_fraction": 0.0}, 1000, "clean", None)
     old = fd.make_federated(ds0, pools, 0.0, 0.0, np.random.default_rng([1000, 20]))
     assert len(val0) == 0 and all(np.array_equal(a, b) for a, b in zip(train0, pools))
     assert all(torch.equal(a.x_train, b.x_train) and torch.equal(a.y_train, b.y_train)
@@ -401,7 +402,7 @@ def test_validation_split_is_held_out_and_read_like_the_test_perplexity():
     # the read-out reproduces the engine's test loss, round by round, to the bit
     from audit.fl.engine import FLConfig, run_federated
 
-    alg = LB._validated("random", cfg["portion"], None, (fed.x_test, fed.y_test))
+    alg = SIM._validated("random", cfg["portion"], None, (fed.x_test, fed.y_test))
     h = run_federated(lambda: build_lm(vocab_size=ds.num_classes, max_len=T,
                                        d_model=cfg["d_model"], n_heads=cfg["n_heads"],
                                        n_layers=cfg["n_layers"]),

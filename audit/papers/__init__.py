@@ -4,14 +4,19 @@ declarations, and our notes on its review record.
 Layout (``audit/papers/<paper>/``, for ``flayer``, ``fedtlu``, ``genefl``, ``lips``):
 
 - ``algorithm.py``: the paper's algorithm pieces on the engine (``audit.fl``): as printed,
-  corrected and as released; it imports the engine only, never a claim. Code that a
-  paper's claims share lives here too (GENE-FL's whole simulated run:
-  ``audit.papers.genefl.simulation``, used by both GENE-FL claims);
+  corrected and as released; it imports the engine only, never a claim. A paper's whole
+  simulated run, where it is more than a few lines, is ``simulation.py`` beside it under
+  the same contract (GENE-FL's, used by both GENE-FL claims; FedTLU's FL runs);
 - one module per claim (``flayer/masked_zero.py`` is ``flayer-masked-zero``), each with a
   module-level ``CLAIM``; the folders are the registry: ``audit.claims`` lists every module
   of a paper folder that assigns ``CLAIM`` at its top level, read from the source without
   importing anything (``audit list`` stays torch-free), so there is no module list to keep;
 - ``declarations/<claim module>.py``: what the claim declares, apart from its code (below);
+- ``present/<claim module>.py`` (where a claim's report is large; LIPS and FedTLU's
+  ``lower_bound`` so far): its presentation, the estimates, tables, figures and notes
+  built from the evidence the claim module's ``evidence(results, ctx)`` returns, every
+  part already decided there; it imports the declarations, never the engine, the
+  runner or tuning (import-linter: ``presentation-decides-nothing``);
 - ``notes.py``: ``ARXIV_ID`` and ``ITEMS``, our notes on the record's items (below).
 
 No paper folder imports another (import-linter's ``papers-independent`` contract), and the
@@ -48,8 +53,9 @@ text, the notes' fixed prose (templates where a number enters), and the settings
 
 The claim's module keeps what is particular to its code: the pieces each arm changes,
 ``run`` and ``specs``, the evidence ``analyse`` extracts, any decision that is not a kit
-kind (``audit.kit``), its own presentation, and the ``Claim`` object that ties the declared
-texts to those functions.
+kind (``audit.kit``), its own presentation (or, with a ``present/`` module, ``analyse =
+present(evidence(...))``), and the ``Claim`` object that ties the declared texts to those
+functions.
 
 Notes, for ``audit review`` and the coverage table. Each paper's ``notes.py`` defines
 ``ARXIV_ID`` and ``ITEMS``: for each checkable item of that paper's record, keyed by its

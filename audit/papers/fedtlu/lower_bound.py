@@ -3,23 +3,24 @@
 What the claim declares (the reviewer's three points and the parts that answer them, the
 scales, margins, rule texts, questions, notes and searches) is in
 ``audit/papers/fedtlu/declarations/lower_bound.py``, whose docstring says what each
-part computes. Here: the exact derivations of part 1 (``exact_results``), the FL runs of
-parts 2 and 3 (``fl_run``), the decisions that are not kit kinds, the premise, and the
-presentation.
+part computes. Here: the exact derivations of part 1 (``exact_results``), the units
+(``run``: the FL runs of parts 2 and 3 are :mod:`audit.papers.fedtlu.simulation`'s),
+the decisions that are not kit kinds, the premise, and the evidence every part rests on
+(``evidence``); :mod:`audit.papers.fedtlu.present.lower_bound` presents it.
 """
 from __future__ import annotations
 
-import functools
 import math
 from fractions import Fraction
 
 import numpy as np
 
 from audit import kit, stats
-from audit.claims import Analysis, AuditError, Claim, Figure, RunContext, RunSpec, Table
-from audit.analysis import mean_band, results_table
+from audit.claims import Analysis, Claim, RunContext, RunSpec
+from audit.analysis import results_table
 from audit import questions
 from audit.papers.fedtlu.declarations import lower_bound as D
+from audit.papers.fedtlu.present import lower_bound as P
 from audit.papers.fedtlu.declarations.lower_bound import (  # noqa: F401 (tests read them)
     ALPHA, ARMS, CLAIM_ID, N_TESTS, ONE_MINUS_DELTA, PAPER_GAP_REL, PAPER_RUNS,
     PREMISE_EFFECT, PRINTED, SCALES, SEARCHES, SETTINGS)
@@ -109,144 +110,13 @@ def exact_results(cfg) -> dict:
 
 
 
-# ============================================================== parts 2 and 3: FL runs
-@functools.lru_cache(maxsize=4)
-def _dataset(name: str, max_chars: int, seq_len: int, data_dir: str | None):
-    from audit.fl import data as fd
-
-    if name == "stdlib-chars":
-        return fd.load_stdlib_chars(seq_len=seq_len, max_chars=max_chars)
-    if name == "ptb":
-        if data_dir is None:
-            raise AuditError(D.PTB_MISSING)
-        return fd.load_ptb(data_dir, seq_len=seq_len)  # DatasetNotFound is an AuditError
-    raise AuditError(f"unknown dataset {name!r}")
-
-
-def fl_data(cfg, seed: int, setting: str, data_dir: str | None):
-    """The data of one FL unit: (ds, fed, train_pools, val_idx).
-
-    Non-IID: each client reads its own contiguous stretch of the corpus's training windows
-    (``contiguous_partition``). With ``val_fraction`` > 0 the last floor(val_fraction * n)
-    windows of each client's stretch are held out as validation text (``val_idx``,
-    indices into ``ds.x_train``) and the client trains on the rest (``train_pools``); the
-    test text (``ds.x_test``, the corpus's last 10 %) is never touched. At 0 the pools are
-    the partition itself and the data are exactly those of a run without the key. In the
-    noisy setting the chosen clients' training targets are shuffled; validation, like
-    test, stays clean."""
-    from audit.papers.fedtlu import algorithm as tlu
-    from audit.fl import data as fd
-
-    ds = _dataset(cfg["dataset"], int(cfg.get("max_chars", 0)), int(cfg["seq_len"]), data_dir)
-    vf = float(cfg.get("val_fraction", 0.0))
-    if not 0.0 <= vf < 1.0:
-        raise AuditError(f"val_fraction must lie in [0, 1), not {vf}")
-    pools = fd.contiguous_partition(len(ds.y_train), cfg["n_clients"])
-    cut = [len(p) - int(len(p) * vf) for p in pools]
-    if min(cut) < 1:
-        raise AuditError(f"val_fraction {vf} leaves a client no training window")
-    train = [p[:c] for p, c in zip(pools, cut)]
-    val_idx = np.concatenate([p[c:] for p, c in zip(pools, cut)])
-    fed = fd.make_federated(ds, train, 0.0, 0.0, np.random.default_rng([seed, 20]))
-    if setting == "noisy":
-        rng = np.random.default_rng([seed, 21])
-        k = max(1, round(cfg["noisy_fraction"] * cfg["n_clients"]))
-        fed = tlu.shuffle_targets(fed, rng.choice(cfg["n_clients"], k, replace=False).tolist(),
-                                  rng)
-    return ds, fed, train, val_idx
-
-
-def _validated(selector: str, portion: float, probe, val):
-    """``TargetedUpdate`` that also records, every round, the global model's mean loss on
-    the validation windows ``val`` = (x, y) (``val_loss`` in ``History.algo``), by the
-    engine's ``evaluate``: the code of the test perplexity, on the same state."""
-    from audit.papers.fedtlu import algorithm as tlu
-    from audit.fl.engine import evaluate
-
-    class Validated(tlu.TargetedUpdate):
-        def setup(self, model, fed, config):
-            super().setup(model, fed, config)
-            self._val = tuple(t.to(config.device) for t in val)
-            self._eval_batch = config.eval_batch_size
-
-        def round_metrics(self, round, global_state, prev_global, uploads, client_ids):
-            out = super().round_metrics(round, global_state, prev_global, uploads, client_ids)
-            out["val_loss"] = evaluate(self.model, global_state, *self._val,
-                                       self._eval_batch)[1]
-            return out
-
-    return Validated(selector, portion, probe=probe)
-
-
-def fl_run(arm: str, seed: int, setting: str, ctx: RunContext) -> dict:
-    import torch
-
-    from audit.papers.fedtlu import algorithm as tlu
-    from audit.fl.engine import FLConfig, run_federated
-    from audit.fl.models import build_lm
-
-    cfg = ctx.config
-    torch.set_num_threads(int(cfg["threads"]))
-    ds, fed, _, val_idx = fl_data(cfg, seed, setting, ctx.data_dir)
-    probe = None
-    if setting == "clean" and arm in ("fedtlu", "random"):
-        idx = np.random.default_rng([seed, 22]).choice(len(ds.y_train),
-                                                       min(cfg["probe_windows"], len(ds.y_train)),
-                                                       replace=False)
-        probe = (ds.x_train[np.sort(idx)], ds.y_train[np.sort(idx)])
-    # (the probe only measures gradients, it trains nothing: drawn from every training
-    # window as before, validation windows included when val_fraction > 0)
-    if len(val_idx):  # val_fraction > 0: the validation read-out (audit tune reads it)
-        val = (ds.x_train[val_idx], ds.y_train[val_idx])
-        alg = _validated(arm, cfg["portion"], probe, val)
-    else:
-        alg = tlu.TargetedUpdate(arm, cfg["portion"], probe=probe)
-    fl = FLConfig(rounds=cfg["rounds"], local_epochs=cfg["local_epochs"],
-                  batch_size=cfg["batch_size"], lr=cfg["lr"], seed=seed, device=ctx.device,
-                  eval_every=1, eval_personal=False, layer_metrics=False,
-                  fast=bool(cfg.get("fast", True)))
-    vocab = ds.num_classes
-
-    def make():
-        return build_lm(vocab_size=vocab, max_len=cfg["seq_len"], d_model=cfg["d_model"],
-                        n_heads=cfg["n_heads"], n_layers=cfg["n_layers"])
-
-    h = run_federated(make, fed, alg, fl,
-                      checkpoint=ctx.checkpoint(RunSpec(arm, seed, setting)),
-                      on_round=ctx.on_round)
-    ppl = [math.exp(x) for x in h.test_loss]
-    out = {"ppl": ppl, "rounds": list(h.rounds), "ppl_final": ppl[-1],
-           "ppl_prev": ppl[-2] if len(ppl) > 1 else float("nan"),
-           "ppl_min": min(ppl), "seconds": h.seconds, "vocab": int(vocab),
-           "n_test_tokens": int(fed.y_test.numel()),
-           "selected": [s.selected for s in alg.log]}
-    if arm == "random":
-        # the planted, margin-sized handicap (assay sensitivity at the margin's scale):
-        # Random's own final model abstains on a random fraction of the test tokens
-        model = make().to(ctx.device)
-        losses = tlu.token_losses(model, h.final_state, fed.x_test.to(ctx.device),
-                                  fed.y_test.to(ctx.device))
-        pl = tlu.planted_abstention(losses, vocab, float(cfg.get("equiv_rel", PAPER_GAP_REL)),
-                                    np.random.default_rng([seed, 23]))
-        # on the engine's own number: ppl_final * exp(planted - clean), the same test set
-        out["ppl_final_planted"] = ppl[-1] * math.exp(pl["loss"] - float(losses.mean()))
-        out["planted_fraction"], out["planted_tokens"] = pl["f"], pl["k"]
-    for key in ("ratio_model", "ratio_model_oracle", "ratio_group", "ratio_group_random"):
-        if probe is not None:
-            out[key] = [a[key] for a in h.algo]
-    if len(val_idx):
-        # the global model after each round (the last: the final model) on the held-out
-        # validation text; the verdict reads the test text only, `audit tune` this only
-        val_ppl = [math.exp(a["val_loss"]) for a in h.algo]
-        out.update(val_ppl=val_ppl, final_val_ppl=val_ppl[-1], val_ppl_min=min(val_ppl),
-                   n_val_tokens=int(val[1].numel()))
-    return out
-
-
 def run(spec: RunSpec, ctx: RunContext) -> dict:
     if spec == EXACT:
         return exact_results(ctx.config)
-    return fl_run(spec.arm, spec.seed, spec.setting, ctx)
+    from audit.papers.fedtlu.simulation import fl_run
+
+    return fl_run(spec.arm, spec.seed, spec.setting, ctx.config, device=ctx.device,
+                  data_dir=ctx.data_dir, checkpoint=ctx.checkpoint(spec), on_round=ctx.on_round)
 
 
 def specs(ctx: RunContext) -> list[RunSpec]:
@@ -385,84 +255,13 @@ def premise_of(res: dict) -> Premise:
     return Premise(PREMISE_EFFECT, status, D.PREMISE_REASON.format(outcomes=reason), est)
 
 
-# ============================================================================ analysis
-def _est(name: str, value, key: str | None = None, **fmt) -> Estimate:
-    """An estimate whose unit and description are declared (``D.ESTIMATES[key or name]``,
-    filled from ``fmt``): from a number, or from an ``audit.stats`` result (its interval,
-    level, n and method)."""
-    unit, text = D.ESTIMATES[key or name]
-    if hasattr(value, "low"):
-        return Estimate.of(name, value, unit, text.format(**fmt))
-    return Estimate(name, value, unit=unit, description=text.format(**fmt))
-
-
-def _table(decl: tuple, rows, **fmt) -> Table:
-    """A table whose title, columns and note are declared (note filled from ``fmt``)."""
-    title, columns, note = decl
-    return Table(title, columns, tuple(rows), note.format(**fmt))
-
-
-def _figure(name: str, series, key: str | None = None, st: str = "", **kw) -> Figure:
-    """A figure whose title, axis labels and caption are declared (``D.FIGURES[key or
-    name]``, the title filled with ``st``)."""
-    title, xlabel, ylabel, caption = D.FIGURES[key or name]
-    return Figure(name, title.format(st=st), xlabel, ylabel, tuple(series), caption=caption,
-                  **kw)
-
-
-def _exact_report(ex, ctx: RunContext):
-    """Part 1: its estimates, parts and tables (exact numbers, no seeds)."""
-    iso, sl, simp, rq = ex["iso"], ex["slack"], ex["simplest"], ex["random"]
-    changes = (("d_full", "delta_full"), ("d_subset", "delta_subset"), ("lb_full", "lb_full"),
-               ("lb_subset", "lb_subset"))
-    E = [_est(f"isotropic_{name}", iso[k], "isotropic", k=k) for k, name in changes]
-    E += [_est(f"counterexample_{name}", simp[k]) for k, name in changes]
-    E += [
-        _est("sweep_counterexamples", ex["sweep_n_counterexamples"], **ex),
-        _est("sweep_both_increase_high", ex["sweep_n_both_increase_high"], **ex),
-        _est("slack_subset_bound_gap", sl["d_subset"] - sl["lb_subset"]),
-        _est("random_counterexample_frac_high", rq["indefinite"]["counterexample_frac_high"]),
-        _est("random_lemma_violations",
-             rq["indefinite"]["lemma_violations"] + rq["psd"]["lemma_violations"]),
-        _est("score_scale_invariance_max_rel_err", ex["score_invariance_max_rel_err"]),
-        _est("score_identity_max_rel_err", ex["score_identity_max_rel_err"]),
-    ]
+# ============================================================================ evidence
+def evidence(results, ctx: RunContext) -> dict:
+    """Every decided part, the three-way results and the numbers they rest on: what
+    :func:`audit.papers.fedtlu.present.lower_bound.analysis` presents (its ``EVIDENCE``)."""
+    ex = results[EXACT]
     parts = [RULE_ISO(ex), RULE_ORDER(ex, params={"n_random": int(ctx.config["n_random"])}),
              RULE_VACUOUS(ex)]
-    keys = ("c_S", "c_R", "L", "delta", "d_full", "d_subset", "lb_full", "lb_subset")
-    tables = [
-        _table(D.TABLE_ISOTROPIC, (
-            ("true change D = f(w) - f(w')", iso["d_full"], iso["d_subset"]),
-            ("lower bound eta*(A - delta)*(1 - eta*L/2)", iso["lb_full"], iso["lb_subset"]),
-            ("bound = true change?", iso["d_full"] == iso["lb_full"],
-             iso["d_subset"] == iso["lb_subset"]))),
-        _table(D.TABLE_COUNTEREXAMPLES, ((case, *(r[k] for k in keys)) for case, r in (
-            ("simplest (tight L)", simp), ("isotropic (reviewer)", iso),
-            ("strict (b): subset holds 0.99 A", sl)))),
-        _table(D.TABLE_SEARCH, (
-            ("separable sweep, tight L", ex["sweep_n_tight"], ex["sweep_n_high"],
-             ex["sweep_n_counterexamples"], ex["sweep_n_both_increase_high"], 0),
-            *((f"coupled, {label} H", q["n"], q["n_high"],
-               f"{q['counterexample_frac_high']:.3f} of eta*L>2" + below,
-               f"{q['both_increase_frac_high']:.3f} of eta*L>2", q["lemma_violations"])
-              for label, q, below in (
-                  ("indefinite", rq["indefinite"],
-                   f" ({rq['indefinite']['counterexample_frac_low']:.3f} below)"),
-                  ("PSD", rq["psd"], "")))), **ex),
-        _table(D.TABLE_SCORE, (
-            ("max relative change under dW -> c*dW, c in {1e-3, 0.5, -2, 7, 1e3}, 200 draws",
-             ex["score_invariance_max_rel_err"]),
-            ("max relative gap to sqrt(1 + mean^2/var)", ex["score_identity_max_rel_err"]),
-            ("score of [1,2,3,-1] scaled by 1e-3, 1, 1e3", str(ex["score_scaled_example"])),
-            ("constant non-zero update (std = 0)", str(ex["score_constant"])),
-            ("all-zero update", ex["score_zero"]))),
-    ]
-    return E, parts, tables
-
-
-def analyse(results, ctx: RunContext) -> Analysis:
-    ex = results[EXACT]
-    E, parts, tables = _exact_report(ex, ctx)
     seeds = ctx.seeds
     n = len(seeds)
     ppl = {st: results_table(results, "ppl_final", ARMS, seeds, st) for st in SETTINGS}
@@ -480,24 +279,20 @@ def analyse(results, ctx: RunContext) -> Analysis:
         return np.array([np.mean(v) for v in per_seed(arm, "clean", key)])
 
     # assumption (b): per-seed mean ratio, FedTLU, clean
-    rat = {a: clean(a, "ratio_model") for a in ("fedtlu", "random")}
+    ratio = {a: clean(a, "ratio_model") for a in ("fedtlu", "random")}
     # 0.95 - ratio > 0 is the reviewer's claim; no equivalence branch (sensitive=False)
-    tw_ab = stats.three_way(np.full(n, ONE_MINUS_DELTA), rat["fedtlu"], margin=0.0,
+    tw_ab = stats.three_way(np.full(n, ONE_MINUS_DELTA), ratio["fedtlu"], margin=0.0,
                             equivalence_margin=1e-9, alpha=alpha, sensitive=False)
-    E.append(_est("assumption_b_ratio_fedtlu", stats.mean_interval(rat["fedtlu"],
-                                                                    level=1 - alpha)))
-    oracle_est = _est("assumption_b_ratio_oracle",
-                      stats.mean_interval(clean("fedtlu", "ratio_model_oracle")))
-    E += [oracle_est, _est("assumption_b_ratio_random", stats.mean_interval(rat["random"])),
-          _est("score_link_gain", stats.paired_difference(
-              clean("fedtlu", "ratio_group"), clean("fedtlu", "ratio_group_random"),
-              method="t"))]
+    oracle = P.est("assumption_b_ratio_oracle",
+                   stats.mean_interval(clean("fedtlu", "ratio_model_oracle")))
+    score_link = stats.paired_difference(clean("fedtlu", "ratio_group"),
+                                         clean("fedtlu", "ratio_group_random"), method="t")
 
     # noise: three-way per setting; sensitivity = a planted margin-sized handicap detected
-    tw_all, sens_rows, resolution = {}, [], []
+    tw_all, margins, pmin, sens_rows, resolution = {}, {}, {}, [], []
     for st in SETTINGS:
         p = ppl[st]
-        margin = equiv_rel * float(np.mean(p["random"]))
+        margin = margins[st] = equiv_rel * float(np.mean(p["random"]))
         planted = np.array([results[RunSpec("random", s, st)].get("ppl_final_planted", math.nan)
                             for s in seeds])
         sensitive, rise = False, (math.nan, math.nan, math.nan)
@@ -511,34 +306,13 @@ def analyse(results, ctx: RunContext) -> Analysis:
         gross = stats.paired_difference(p["none"], p["random"], method="t")
         sens_rows.append((st, "control `none` (gross)", gross.mean, gross.low, gross.high,
                           bool(gross.low > 0)))
-        tw = tw_all[st] = stats.three_way(p["random"], p["fedtlu"], margin=0.0,
-                                          equivalence_margin=margin, alpha=alpha,
-                                          sensitive=sensitive)
-        d = tw.difference
+        tw_all[st] = stats.three_way(p["random"], p["fedtlu"], margin=0.0,
+                                     equivalence_margin=margin, alpha=alpha,
+                                     sensitive=sensitive)
         ntok = [results[RunSpec("random", s, st)].get("n_test_tokens") for s in seeds]
         if all(ntok):  # one test token's loss moved by one nat: ppl / N_test
             resolution.append(float(np.mean(p["random"])) / float(np.mean(ntok)))
-        E += [_est(f"ppl_random_minus_fedtlu_{st}", d, "ppl_random_minus_fedtlu", st=st),
-              _est(f"equivalence_margin_{st}", margin, "equivalence_margin",
-                   pct=100 * equiv_rel)]
-        E += [_est(f"ppl_random_minus_{arm}_{st}", stats.paired_difference(
-            p["random"], p[arm], method="t"), "ppl_random_minus_arm", st=st, arm=arm)
-            for arm in ("full", "last")]
-        # the other reading of the paper's metric (minimum over rounds): reported, no verdict
-        pmin = {a: np.array(per_seed(a, st, "ppl_min")) for a in ("random", "fedtlu")}
-        E.append(_est(f"ppl_min_random_minus_fedtlu_{st}", stats.paired_difference(
-            pmin["random"], pmin["fedtlu"], method="t"), "ppl_min_random_minus_fedtlu", st=st))
-        # ONE minimum detectable effect: the three-way rule's own (simulated), at its
-        # alpha, power 0.8, the observed SD; none where the rule cannot decide at this n
-        per_sd = stats.rule_mde(d.n, alpha=alpha)
-        if per_sd is not None:
-            E.append(_est(f"mde_{st}", per_sd * d.sd, "mde", n=d.n, alpha=alpha, sd=d.sd,
-                          margin=margin))
-        need = (stats.rule_seeds_needed(margin / d.sd, alpha=alpha)
-                if d.sd > 0 and margin > 0 else None)
-        if need is not None:
-            E.append(_est(f"seeds_needed_paper_gap_{st}", need, "seeds_needed_paper_gap",
-                          margin=margin, alpha=alpha))
+        pmin[st] = {a: np.array(per_seed(a, st, "ppl_min")) for a in ("random", "fedtlu")}
     # the reviewer's point about three runs, as a question of power (rows per setting)
     from scipy.stats import chi2
 
@@ -554,16 +328,9 @@ def analyse(results, ctx: RunContext) -> Analysis:
         except ValueError:
             need = 2
         power_rows.append((st, sd, lo, hi, factor * lo, factor * hi, need))
-        unit, text = D.ESTIMATES["mde_runs_rel"]
-        E.append(Estimate(f"mde_{PAPER_RUNS}runs_rel_{st}", factor * sd, factor * lo,
-                          factor * hi, 1 - alpha_p, n, "chi2 (SD)", unit,
-                          text.format(st=st, runs=PAPER_RUNS)))
-        if isinstance(need, int):
-            E.append(_est(f"seeds_for_paper_gap_rel_{st}", need, "seeds_for_paper_gap_rel",
-                          st=st, pct=100 * equiv_rel))
     premise = premise_of(tw_all)
     # a hypothesis of the paper's proof: not gated by the premise (it explains no gain)
-    parts.append(RULE_ASSUMPTION({"three_way": tw_ab, "oracle": oracle_est}, params=common))
+    parts.append(RULE_ASSUMPTION({"three_way": tw_ab, "oracle": oracle}, params=common))
     parts.append(RULE_NOISE({"three_way": tw_all,
                              "resolution": min(resolution) if resolution else None},
                             params={**common, "equiv_pct": f"{100 * equiv_rel:.3g}"}))
@@ -583,79 +350,12 @@ def analyse(results, ctx: RunContext) -> Analysis:
                           float(curves["random"].mean(axis=0).min()
                                 - curves["fedtlu"].mean(axis=0).min())))
     parts.append(RULE_READINGS({"rows": read_rows}))
+    found = locals()
+    return {k: found[k] for k in P.EVIDENCE}
 
-    # ------------------------------------------------------------------------ tables
-    mis = {(st, a): stats.mean_interval(ppl[st][a]) for st in SETTINGS for a in ARMS}
-    tables.append(_table(D.TABLE_PPL, ((st, a, m.mean, m.low, m.high,
-                                        " ".join(f"{v:.3f}" for v in ppl[st][a]))
-                                       for (st, a), m in mis.items()),
-                         seeds=list(seeds), portion=ctx.config["portion"]))
-    decided = {"assumption-b: 0.95 - ratio": tw_ab,
-               **{f"noise {st}: Random - FedTLU": tw for st, tw in tw_all.items()}}
-    tables.append(_table(D.TABLE_DECISIONS, (
-        (test, n, alpha, f"[{tw.difference.low:.4g}, {tw.difference.high:.4g}] "
-                         f"({tw.difference.method})", tw.outcome, tw.flip)
-        for test, tw in decided.items())))
-    tables.append(_table(D.TABLE_SENSITIVITY, sens_rows))
 
-    # ----------------------------------------------------------------------- figures
-    c, ce_, simp = ex["curves"]["isotropic"], ex["curves"]["counterexample"], ex["simplest"]
-
-    def minus(cv: dict, a: str, b: str) -> dict:
-        return {"x": cv["etaL"], "y": [u - v for u, v in zip(cv[a], cv[b])]}
-
-    def band(label: str, rows, x=None) -> dict:  # the mean over seeds with its 95% t band
-        m, lo, hi = mean_band(rows)
-        return {"label": label, "x": list(range(1, len(m) + 1)) if x is None else x, "y": m,
-                "low": lo, "high": hi}
-
-    figures = [_figure("proof_isotropic", ({"label": lab, "x": c["etaL"], "y": c[k]}
-                                           for k, lab in (("d_full", "D_full = LB_full"),
-                                                          ("d_subset", "D_S = LB_S")))),
-               _figure("proof_ordering", (
-                   {"label": "bounds LB_full - LB_S (any curvatures)",
-                    **minus(c, "lb_full", "lb_subset")},
-                   {"label": "true D_full - D_S, isotropic", **minus(c, "d_full", "d_subset")},
-                   {"label": f"true D_full - D_S, rest curvature {simp['c_R'] / simp['c_S']:g} "
-                             f"x subset's", **minus(ce_, "d_full", "d_subset")}))]
-    figures += [_figure(f"ppl_{st}", (band(a, per_seed(a, st, "ppl"),
-                                           results[RunSpec(a, seeds[0], st)]["rounds"])
-                                      for a in ARMS), "ppl", st=st, logy=True)
-                for st in SETTINGS]
-    ser = [band(a, per_seed(a, "clean", "ratio_model")) for a in ("fedtlu", "random")]
-    ser.append(band("best same-size choice", per_seed("fedtlu", "clean", "ratio_model_oracle")))
-    ser.append({"label": "1 - delta = 0.95", "x": [1, len(ser[-1]["y"])], "y": [0.95, 0.95]})
-    hist = ({"label": a, "y": [v for r in per_seed(a, "clean", "ratio_model") for v in r]}
-            for a in ("fedtlu", "random"))
-    figures += [_figure("ratio_rounds", ser), _figure("ratio_hist", hist, kind="hist")]
-
-    # ------------------------------------------------------------------------- notes
-    mean = {st: {a: float(np.mean(ppl[st][a])) for a in ARMS} for st in SETTINGS}
-    hurt = mean["noisy"]["random"] - mean["clean"]["random"]
-    gross = {r[0]: r[2] for r in sens_rows if r[1].startswith("control")}
-    planted = {r[0]: r[5] for r in sens_rows if r[1].startswith("planted")}
-    notes = D.NOTES + (
-        D.NOTE_PREMISE.format(effect=premise.effect, status=premise.status,
-                              reason=premise.reason),
-        D.NOTE_MARGIN.format(pct=100 * equiv_rel, alpha=alpha, frac=frac, n_tests=N_TESTS),
-        D.NOTE_ASSAY.format(planted_clean=planted.get("clean"),
-                            planted_noisy=planted.get("noisy"),
-                            gross_clean=gross.get("clean", math.nan),
-                            gross_noisy=gross.get("noisy", math.nan)),
-        D.NOTE_NUMBERS.format(
-            ppl=mean["clean"]["random"],
-            vocab=results[RunSpec("random", seeds[0], "clean")]["vocab"],
-            resolution=min(resolution) if resolution else math.nan,
-            margin=equiv_rel * mean["clean"]["random"])
-        + (D.NOTE_NOISY_HARMLESS.format(lower=-hurt) if hurt <= 0
-           else D.NOTE_NOISY_HURTS.format(hurt=hurt)),
-    )
-    for st in ppl:
-        tables.append(kit.misbehaviour_table(
-            kit.misbehaving_seeds(ppl[st], ARMS, seeds, higher_is_better=False),
-            len(seeds), f"final global test perplexity, {st} setting"))
-    return Analysis(tuple(E), tuple(parts), tuple(tables), tuple(figures), notes,
-                    premise=premise)
+def analyse(results, ctx: RunContext) -> Analysis:
+    return P.analysis(evidence(results, ctx), results, ctx)
 
 
 CLAIM = Claim(

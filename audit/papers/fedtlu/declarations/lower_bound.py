@@ -125,8 +125,6 @@ SCALES = {
 #: What `audit tune` may read (a settings search on tuning seeds, with val_fraction > 0):
 #: the final global model's perplexity on the clients' held-out validation text.
 VALIDATION_METRICS = ("final_val_ppl",)
-PTB_MISSING = ("the paper scale needs Penn Treebank: pass --data-dir (or set AUDIT_DATA) to "
-               "a folder holding ptb.train.txt, ptb.valid.txt and ptb.test.txt")
 
 # ================================================================== rules (part, text, kind)
 RULE_ISO = dict(part="isotropic-test", kind="derivation", reachable=("CONFIRMED", "REFUTED"),
