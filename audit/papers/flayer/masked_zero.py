@@ -2,8 +2,8 @@
 
 The claim's declarations (paper, record, premise, parts, arms, scales, rule texts, notes)
 are :mod:`audit.papers.flayer.declarations.masked_zero`, whose docstring tells the
-claim; this module holds its code: the runs, the evidence, the decisions and their
-presentation. Arms (``audit.papers.flayer.algorithm``): literal, carry-over, selector-mean,
+claim; this module holds its code: the runs, the evidence and the decisions
+(``evidence``); :mod:`audit.papers.flayer.present.masked_zero` presents them. Arms (``audit.papers.flayer.algorithm``): literal, carry-over, selector-mean,
 masked-delta (the server rule is the only difference), as-released, fedavg.
 """
 from __future__ import annotations
@@ -15,11 +15,11 @@ import numpy as np
 
 from audit import kit, questions, stats
 from audit.analysis import difference_estimate, mean_estimate, results_table
-from audit.claims import Analysis, AuditError, Claim, Figure, RunContext, RunSpec, Table
+from audit.claims import Analysis, AuditError, Claim, RunContext, RunSpec, Table
 from audit.papers.flayer.declarations import masked_zero as D
+from audit.papers.flayer.present import masked_zero as P
 from audit.papers.flayer.declarations.masked_zero import (  # noqa: F401 (tests read them here)
     ALPHA, ARMS, CLAIM_ID, EQUIV, IDENTITY_TOL, MARGIN, PREMISE_ARM, SCALES, SEARCHES, X20)
-from audit.questions import Finding
 from audit.verdict import Estimate, Outcome, Premise, Rule, on_reviewer, premise_gate
 
 ARM_NAMES = tuple(a.name for a in ARMS)
@@ -366,73 +366,6 @@ def _sensitivity(results, seeds, setting, arm, a, b, margin, equiv, alpha):
                 + ("sensitive" if ok else "NOT sensitive at the margin's scale"))
 
 
-def _row(x):
-    m = stats.mean_interval(x, level=0.95)
-    return round(m.mean, 4), f"[{m.low:.4f}, {m.high:.4f}]"
-
-
-def _curve(results, arm, seeds, setting, key):
-    return np.array([[m[key] for m in results[RunSpec(arm, s, setting)]["per_round"]]
-                     for s in seeds])
-
-
-def _band_series(label, x, rows):
-    return {"label": label, "x": [float(v) for v in x], "y": rows.mean(0).tolist(),
-            "low": rows.min(0).tolist(), "high": rows.max(0).tolist()}
-
-
-def _figures(results, seeds, cfg) -> list[Figure]:
-    x = list(range(1, cfg["rounds"] + 1))
-    figs = []
-    for key, title, ylabel in D.ROUND_FIGURES:
-        series = []
-        for a in ARM_NAMES:
-            rows = _curve(results, a, seeds, "", key)
-            if key == "norm":  # round 0: the initial model (same for every arm)
-                init = np.array([[results[RunSpec(a, s, "")]["init_norm"]] for s in seeds])
-                series.append(_band_series(a, [0] + x, np.hstack([init, rows])))
-            else:
-                series.append(_band_series(a, x, rows))
-        figs.append(Figure(f"{key}_per_round", title, "round", ylabel, tuple(series),
-                           logy=False, caption=D.BAND + ("; round 0 is the initial model"
-                                                         if key == "norm" else "")))
-    # per-layer norm of the literal arm vs selector-mean
-    first = results[RunSpec("literal", seeds[0], "")]["per_round"][0]
-    layers = [k.split(":", 1)[1] for k in first if k.startswith("norm:")]
-    series = [_band_series(f"{a} {layer}", x, _curve(results, a, seeds, "", f"norm:{layer}"))
-              for a in ("literal", "selector-mean") for layer in layers]
-    figs.append(Figure("layer_norm_per_round", "Per-layer L2 norm per round", "round",
-                       "L2 norm", tuple(series), logy=True,
-                       caption="literal vs selector-mean; mean over seeds, band min..max"))
-    series = [_band_series(f"literal {layer}", x,
-                           _curve(results, "literal", seeds, "", f"zero:{layer}"))
-              for layer in layers]
-    figs.append(Figure("layer_zero_per_round", "Literal: per-layer exact-zero fraction",
-                       "round", "fraction of exact zeros", tuple(series),
-                       caption="mean over seeds, band min..max"))
-    for key, title in D.ACCURACY_FIGURES:
-        series = []
-        for a in ARM_NAMES:
-            runs = [results[RunSpec(a, s, "")] for s in seeds]
-            series.append(_band_series(a, runs[0]["eval_rounds"],
-                                       np.array([r[key] for r in runs])))
-        figs.append(Figure(key, title, "round", "accuracy", tuple(series),
-                           caption=D.BAND + "; round 0 is the initial model"))
-    return figs
-
-
-def _convergence(results, seeds, arms, resolution) -> dict:
-    """Per arm, whether its mean personalised-accuracy curve had settled at the last
-    evaluation (audit.questions.convergence: change over the last fifth of the rounds
-    against three test examples)."""
-    out = {}
-    for a in dict.fromkeys(arms):
-        runs = [results[RunSpec(a, s, "")] for s in seeds]
-        curve = np.mean(np.array([r["personal_acc"] for r in runs]), axis=0)
-        out[a] = questions.convergence(curve, runs[0]["eval_rounds"], resolution)
-    return out
-
-
 def _structural(results, seeds) -> tuple[dict, list[Estimate]]:
     """The structural part's evidence, from every literal round of every setting, and its
     estimates."""
@@ -452,7 +385,9 @@ def _structural(results, seeds) -> tuple[dict, list[Estimate]]:
                 for name, key, unit, what in D.STRUCTURAL_ESTIMATES]
 
 
-def analyse(results: Mapping[RunSpec, Mapping], ctx: RunContext) -> Analysis:
+def evidence(results: Mapping[RunSpec, Mapping], ctx: RunContext) -> dict[str, Any]:
+    """The estimates the parts rest on and every decided part: what
+    :func:`audit.papers.flayer.present.masked_zero.analysis` presents (its ``EVIDENCE``)."""
     CORRECTED = _flayer().CORRECTED
     cfg, seeds = ctx.config, list(ctx.seeds)
     E: list[Estimate] = []
@@ -632,76 +567,14 @@ def analyse(results: Mapping[RunSpec, Mapping], ctx: RunContext) -> Analysis:
                gaps[lb], sweep_out[lb].value, sweep_notes.get(lb, ""))
               for lb in sweep_out if lb == "base" or lb.startswith("amap=")]
     part_a = RULE_A_MAP({"rows": a_rows})
+    parts = (part_s, part_c, part_co, part_g, part_h, part_a)
+    eq4 = eq4_table()
+    found = locals()
+    return {k: found[k] for k in P.EVIDENCE}
 
-    # ---- as-released with the release's x20 rate factor (reported)
-    x20_seeds = [s for s in seeds if RunSpec("as-released", s, X20) in results]
-    x20_txt = D.X20_NOT_RUN
-    if x20_seeds:
-        xp, xg, xb = (np.array([results[RunSpec("as-released", s, st)][key] for s in x20_seeds])
-                      for st, key in ((X20, "final_personal_acc"), (X20, "final_global_acc"),
-                                      ("", "final_personal_acc")))
-        for x, which, what in ((xp, "personal", "as-released with the release's x20 CNN "
-                                "rate factor"), (xg, "global", "the same, global-model accuracy")):
-            E.append(Estimate(f"as_released_x20_{which}_acc", float(x.mean()), unit="accuracy",
-                              n=len(x), method="mean", description=what))
-        x20_txt = D.X20_MEASURED.format(xp=xp.mean(), xg=xg.mean(), seeds=x20_seeds,
-                                        base=xb.mean())
 
-    tables = [
-        Table(D.ACCURACY_TITLE, D.ACCURACY_COLUMNS,
-              tuple((a, *_row(pers[a]), *_row(glob[a]), round(float(ratio[a].mean()), 3),
-                     round(float(zeros[a].mean()), 4)) for a in ARM_NAMES),
-              D.ACCURACY_NOTE.format(n_test=n_test, test_res=1 / n_test, n_pers=n_pers,
-                                     resolution=resolution)),
-        Table(D.SWEEP_TITLE, D.SWEEP_COLUMNS[:-1] + (D.SWEEP_COLUMNS[-1].format(margin=margin),),
-              tuple(sweep_rows), D.SWEEP_NOTE),
-        eq4_table(),
-        Table(D.MULTIPLIER_TITLE, ("arm", "max multiplier"),
-              tuple((a, round(v, 3)) for a, v in mults.items())),
-    ]
-    figures = _figures(results, seeds, cfg)
-    dc, ds, dg, dl = (stats.paired_difference(a, b, level=0.95, method="t") for a, b in (
-        (pers["carry-over"], pers["literal"]), (pers["selector-mean"], pers["literal"]),
-        (glob[best], glob["literal"]), (pers["literal"], pers["fedavg"])))
-    notes = (
-        D.NOTE_PREMISE.format(status=premise.status, arm=PREMISE_ARM, est=premise.estimate,
-                              level=100 * (1 - alpha), dl=dl),
-        D.NOTE_WHICH_FIX.format(dc=dc, ds=ds, which=D.WHICH_SEPARATED if dc.high < ds.low
-                                else D.WHICH_NOT_SEPARATED),
-        D.NOTE_METRIC.format(best=best, dg=dg, literal=glob["literal"].mean(),
-                             fedavg=glob["fedavg"].mean()),
-        D.NOTE_AS_RELEASED.format(pos=pos, best=best, x20=x20_txt),
-        D.NOTE_ALPHA.format(frac=frac, alpha=alpha, k=k, alpha_k=alpha_k),
-        D.NOTE_MARGIN.format(margin=margin, equiv=equiv),
-        D.NOTE_SETTING,
-        D.NOTE_LAYER.format(layer_unit=cfg.get("layer_unit", "tensor")),
-        *D.NOTES_FIXED,
-    )
-    # ---- was training done when the final accuracy was read?
-    conv = _convergence(results, seeds, (best, "literal", PREMISE_ARM, "fedavg"),
-                        resolution)
-    caveats = {}
-    if not all(c["converged"] for c in conv.values()):
-        late = ", ".join(f"{a} {c['change']:+.3f}" for a, c in conv.items()
-                         if not c["converged"])
-        first = next(iter(conv.values()))
-        caveats["accuracy-collapse"] = D.CAVEAT_CONVERGENCE.format(late=late, **first)
-    E += [Estimate(f"late_change_{a}", c["change"], unit="accuracy",
-                   description=c["text"]) for a, c in conv.items()]
-    findings = (
-        Finding(D.FINDING_GLOBAL.format(
-            below_fedavg=glob["fedavg"].mean() - glob["literal"].mean(), below_best=dg.mean,
-            best=best, literal=glob["literal"].mean(), fedavg=glob["fedavg"].mean()),
-                ("gap_best_corrected_minus_literal_global", "fedavg_minus_literal_global")),
-        Finding(D.FINDING_PREMISE.format(arm=PREMISE_ARM, value=premise.estimate.value,
-                                         status=premise.status),
-                ("premise_flayer_minus_fedavg",)),
-    )
-    tables.append(kit.misbehaviour_table(kit.misbehaving_seeds(pers, ARM_NAMES, seeds),
-                                         len(seeds), "final personalised accuracy"))
-    return Analysis(tuple(E), (part_s, part_c, part_co, part_g, part_h, part_a), tuple(tables),
-                    tuple(figures), notes, premise=premise, settings=setting_rows,
-                    findings=findings, caveats=caveats)
+def analyse(results: Mapping[RunSpec, Mapping], ctx: RunContext) -> Analysis:
+    return P.analysis(evidence(results, ctx), results, ctx)
 
 
 QUESTIONS = D.QUESTIONS
