@@ -276,6 +276,11 @@ class Claim:
         run: one unit of work ``run(spec, ctx) -> JSON-able dict``; a pure function of
             (spec, ctx); results are cached.
         analyse: ``analyse(results, ctx) -> Analysis``.
+        decide: (optional) ``decide(results, ctx) -> (parts, premise)``: the decisions
+            alone, without the presentation (estimates, tables, figures, notes), for what
+            re-decides many times: the leave-one-seed-out stability check. It must give
+            the parts and premise ``analyse`` gives (``audit.checks`` and the claims'
+            tests hold it to that); None: ``analyse`` is used.
         specs: the units to run for a context; default: every arm x every seed.
         paper_numbers: the paper's reported numbers, shown as the paper's.
         answers: extra record fields answered (for ``audit review``), field -> part id.
@@ -303,6 +308,7 @@ class Claim:
     run: Callable[[RunSpec, RunContext], Mapping[str, Any]] = field(repr=False)
     analyse: Callable[[Results, RunContext], Analysis] = field(repr=False)
     specs: Callable[[RunContext], Sequence[RunSpec]] | None = field(default=None, repr=False)
+    decide: Callable[[Results, RunContext], tuple] | None = field(default=None, repr=False)
     paper_numbers: tuple[PaperNumber, ...] = ()
     answers: Mapping[str, str] = field(default_factory=dict)
     default_seeds: tuple[int, ...] = tuple(range(10))
@@ -321,6 +327,15 @@ class Claim:
     lock_file: str | None = None
     origin: str = ""
     code_paths: tuple[str, ...] = ()
+
+    def decided(self, results: Results, ctx: RunContext) -> tuple[tuple, Any]:
+        """(parts, premise) of ``results``: by :attr:`decide` where the claim has one (no
+        presentation is built), else from :attr:`analyse`."""
+        if self.decide is not None:
+            parts, premise = self.decide(results, ctx)
+            return tuple(parts), premise
+        a = self.analyse(results, ctx)
+        return tuple(a.parts), getattr(a, "premise", None)
 
     def unit_specs(self, ctx: RunContext) -> list[RunSpec]:
         if self.specs is not None:

@@ -184,6 +184,14 @@ def _parser() -> argparse.ArgumentParser:
     rp = sub.add_parser("report", help="re-render reports and the index from their JSON")
     rp.add_argument("--out", type=Path, default=DEFAULT_OUT)
 
+    df = sub.add_parser("diff", help="compare two reports (or two report folders, claim by "
+                        "claim) on what decides: seeds, verdicts, parts, questions, premise, "
+                        "estimates; exit 1 when that differs")
+    df.add_argument("first", type=Path, help="a report's JSON, or a folder of reports")
+    df.add_argument("second", type=Path, help="the same claim's report, or another folder")
+    df.add_argument("--rtol", type=float, default=0.0,
+                    help="relative tolerance on numbers (default 0: exactly equal)")
+
     lk = sub.add_parser("lock", help="record each report's verdicts (claim, questions, "
                         "parts, seeds, plan) as its lock at the report's scale")
     lk.add_argument("ids", nargs="*", metavar="ID")
@@ -583,6 +591,55 @@ def cmd_report(args) -> int:
     return 0
 
 
+def _report_pairs(first: Path, second: Path) -> tuple[list, list[str]]:
+    """(pairs of (claim id, first report, second report), notes on claims found in one
+    folder only), from two report files or two report folders."""
+    from audit import report
+
+    if first.is_file() and second.is_file():
+        pair = []
+        for path in (first, second):
+            data = safeio.read_json(path, "report")
+            if not isinstance(data, dict):
+                raise AuditError(f"report {path} is not a JSON object")
+            report.validate(data, str(path))
+            pair.append(data)
+        return [(pair[0]["id"], pair[0], pair[1])], []
+    for path in (first, second):
+        _check_report_dir(path)
+    pairs, notes = [], []
+    for cid in claims_mod.registry():
+        a, b = report.load(first, cid), report.load(second, cid)
+        if a is not None and b is not None:
+            pairs.append((cid, a, b))
+        elif a is not None or b is not None:
+            notes.append(f"{cid}: only in {first if b is None else second}")
+    if not pairs:
+        raise AuditError(f"no claim has a report in both {str(first)!r} and {str(second)!r}")
+    return pairs, notes
+
+
+def cmd_diff(args) -> int:
+    from audit import report
+
+    pairs, notes = _report_pairs(args.first, args.second)
+    differ = 0
+    for cid, a, b in pairs:
+        found, other = report.compare(a, b, rtol=args.rtol)
+        tail = f" ({other} other field(s) differ: presentation or volatile)" if other else ""
+        if found:
+            differ += 1
+            many = "at least " if len(found) >= report.COMPARE_LIMIT else ""
+            print(f"{cid}: {many}{len(found)} difference(s) in what decides{tail}")
+            for line in found:
+                print(f"  {line}")
+        else:
+            print(f"{cid}: no difference in what decides{tail}")
+    for line in notes:
+        print(line)
+    return 1 if differ else 0
+
+
 def cmd_lock(args) -> int:
     """Record the locks from reports already written (no rerun): the verdict, every
     question's and part's verdict, the seeds the run stopped at and its plan."""
@@ -818,7 +875,7 @@ def _one_line_warnings(show):
 
 
 COMMANDS = {"list": cmd_list, "run": cmd_run, "verify": cmd_verify, "report": cmd_report,
-            "lock": cmd_lock,
+            "lock": cmd_lock, "diff": cmd_diff,
             "bench": cmd_bench, "estimate": cmd_estimate, "review": cmd_review,
             "new": cmd_new, "tune": cmd_tune, "regime": cmd_regime}
 

@@ -708,6 +708,87 @@ def load(out_dir: Path, claim_id: str) -> dict | None:
     return data
 
 
+#: what ``compare`` reads as a run's evidence and decisions (everything else is
+#: presentation: tables, figures, notes, texts, or volatile: environment, runtime)
+DECISIVE_KEYS = ("scale", "seeds", "verdict", "parts", "questions", "premise",
+                 "estimates", "stability")
+
+
+def _num_differs(a: Any, b: Any, rtol: float) -> bool:
+    """Two JSON numbers differ beyond ``rtol`` (relative, on the larger magnitude); an
+    integer, bool or text is compared exactly."""
+    if isinstance(a, bool) or isinstance(b, bool) or not all(
+            isinstance(x, (int, float)) for x in (a, b)):
+        return a != b
+    if isinstance(a, int) and isinstance(b, int):
+        return a != b
+    if math.isnan(a) or math.isnan(b):
+        return not (math.isnan(a) and math.isnan(b))
+    return abs(a - b) > rtol * max(abs(a), abs(b))
+
+
+def _walk(a: Any, b: Any, path: str, rtol: float, out: list[str], limit: int) -> None:
+    if len(out) >= limit:
+        return
+    if isinstance(a, Mapping) and isinstance(b, Mapping):
+        for k in sorted(set(a) | set(b), key=str):
+            if k not in a or k not in b:
+                out.append(f"{path}.{k}: only in {'the second' if k not in a else 'the first'}")
+            else:
+                _walk(a[k], b[k], f"{path}.{k}", rtol, out, limit)
+    elif isinstance(a, list) and isinstance(b, list):
+        if len(a) != len(b):
+            out.append(f"{path}: {len(a)} items != {len(b)}")
+        for i, (x, y) in enumerate(zip(a, b)):
+            _walk(x, y, f"{path}[{i}]", rtol, out, limit)
+    elif _num_differs(a, b, rtol):
+        a_txt, b_txt = str(a), str(b)
+        if isinstance(a, str) and isinstance(b, str):  # from the first character that differs
+            i = next((j for j, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
+            cut = max(0, i - 20)
+            a_txt, b_txt = (("..." if cut else "") + t[cut:cut + 80] for t in (a, b))
+        out.append(f"{path}: {safeio.term_text(a_txt)[:90]} != {safeio.term_text(b_txt)[:90]}")
+
+
+def _keyed(items: Any, key: str) -> Any:
+    """A list of objects with a ``key`` field (estimates by name, parts and questions by
+    id) as a mapping, so that an added or reordered item reads as what it is; anything
+    else as given."""
+    if isinstance(items, list) and all(isinstance(x, Mapping) and isinstance(x.get(key), str)
+                                       for x in items):
+        return {x[key]: x for x in items}
+    return items
+
+
+#: the most differences :func:`compare` lists
+COMPARE_LIMIT = 200
+
+
+def compare(first: Mapping, second: Mapping, rtol: float = 0.0,
+            limit: int = COMPARE_LIMIT) -> tuple[list[str], int]:
+    """How two reports of one claim differ: (the differences in what decides, at most
+    ``limit`` of them, each a path and the two values; the count of the other top-level
+    fields that differ: presentation or volatile). What decides (:data:`DECISIVE_KEYS`):
+    scale, seeds, the claim's word, every part and question (verdict, reason, flip
+    distance), the premise, every estimate (value, interval, n, method) and the stability
+    check. Numbers compare within ``rtol`` (relative; 0: exactly), everything else
+    exactly; estimates, parts and questions are matched by name, not position."""
+    if first.get("id") != second.get("id"):
+        raise AuditError(f"the reports are of different claims: {first.get('id')!r} and "
+                         f"{second.get('id')!r}")
+    if not (isinstance(rtol, (int, float)) and math.isfinite(rtol) and rtol >= 0):
+        raise AuditError(f"rtol must be a finite number >= 0, not {rtol!r}")
+    out: list[str] = []
+    for k in DECISIVE_KEYS:
+        a, b = first.get(k), second.get(k)
+        key = "name" if k == "estimates" else "id"
+        _walk(_keyed(a, key), _keyed(b, key), f"{k}", rtol, out, limit)
+    volatile = {"environment", "runtime_s", "command"}
+    other = sum(first.get(k) != second.get(k) for k in set(first) | set(second)
+                if k not in DECISIVE_KEYS and k not in volatile)
+    return out[:limit], other
+
+
 def _premise_cell(data: Mapping) -> str:
     p = data.get("premise")
     return p["status"] if p else "— (mathematics)"

@@ -954,7 +954,8 @@ def _decisive(verdict: Verdict, combination) -> list:
 def with_stability(claim: Claim, results: Mapping[RunSpec, Mapping], ctx: RunContext,
                    verdict: Verdict) -> Verdict:
     """Attach how far the verdict is from flipping (STATISTICS.md): the verdicts of the
-    leave-one-seed-out re-analyses ("5 of 5 subsets agree"), and the smallest change of
+    leave-one-seed-out re-decisions ("5 of 5 subsets agree"; ``Claim.decided``: the
+    claim's ``decide`` where it has one, so no presentation is rebuilt per seed), and the smallest change of
     one seed's metric that flips a decisive part's test, in the metric's units, with the
     metric's resolution. A decided verdict whose flip distance is within three steps of
     the resolution, or that a single left-out seed overturns, is fragile."""
@@ -962,16 +963,24 @@ def with_stability(claim: Claim, results: Mapping[RunSpec, Mapping], ctx: RunCon
 
     seeds = tuple(ctx.seeds)
     loo: dict[str, str] = {}
+    if claim.decide is not None and claim.stochastic and len(seeds) >= 3:
+        # the claim's decide must decide as its analyse did, or the stability check below
+        # would describe another verdict: checked once on every run, on all its seeds
+        with stats.without_flip():
+            parts, _ = claim.decided(results, ctx)
+        got = [(p.id, p.verdict) for p in parts]
+        if got != [(p.id, p.verdict) for p in verdict.parts]:
+            raise AuditError(f"{claim.id}: its decide gives the parts {got}, its analyse "
+                             f"{[(p.id, p.verdict) for p in verdict.parts]}")
     if claim.stochastic and len(seeds) >= 3:
         with stats.without_flip():
             for s in seeds:
                 keep = tuple(x for x in seeds if x != s)
                 sub_ctx = dataclasses.replace(ctx, seeds=keep)
                 sub = {spec: r for spec, r in results.items() if spec.seed != s}
-                try:
-                    a = claim.analyse(sub, sub_ctx)
-                    v = verdict_from_parts(claim.id, claim.combination, a.parts,
-                                           a.estimates, getattr(a, "premise", None))
+                try:  # the decisions alone: no estimates, tables or figures are built
+                    parts, premise = claim.decided(sub, sub_ctx)
+                    v = verdict_from_parts(claim.id, claim.combination, parts, (), premise)
                     loo[str(s)] = v.verdict.value
                 except (ValueError, KeyError, ZeroDivisionError, IndexError) as exc:
                     loo[str(s)] = f"error: {type(exc).__name__}"

@@ -358,6 +358,12 @@ def analyse(results, ctx: RunContext) -> Analysis:
     return P.analysis(evidence(results, ctx), results, ctx)
 
 
+def decide(results, ctx: RunContext) -> tuple:
+    """The parts and premise alone (``Claim.decide``: what stability re-decides per seed)."""
+    ev = evidence(results, ctx)
+    return ev["parts"], ev["premise"]
+
+
 CLAIM = Claim(
     id=CLAIM_ID, paper=D.PAPER, record=D.RECORD, title=D.TITLE, statement=D.STATEMENT,
     arms=D.ARM_DECLS,
@@ -368,6 +374,7 @@ CLAIM = Claim(
     # what `audit tune` may read: the validation perplexity of runs with val_fraction > 0
     # (the full-scale search, before it existed, read test data: flagged in SEARCHES)
     validation_metrics=D.VALIDATION_METRICS, regime_maps=D.REGIME_MAPS,
-    scales=SCALES, run=run, analyse=analyse, specs=specs, paper_numbers=D.PAPER_NUMBERS,
+    scales=SCALES, run=run, analyse=analyse, decide=decide, specs=specs,
+    paper_numbers=D.PAPER_NUMBERS,
     searches=SEARCHES,
 )

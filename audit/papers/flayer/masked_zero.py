@@ -577,6 +577,12 @@ def analyse(results: Mapping[RunSpec, Mapping], ctx: RunContext) -> Analysis:
     return P.analysis(evidence(results, ctx), results, ctx)
 
 
+def decide(results, ctx: RunContext) -> tuple:
+    """The parts and premise alone (``Claim.decide``: what stability re-decides per seed)."""
+    ev = evidence(results, ctx)
+    return ev["parts"], ev["premise"]
+
+
 QUESTIONS = D.QUESTIONS
 COMBINATION = questions.combination(QUESTIONS, D.COMBINATION)
 
@@ -599,6 +605,7 @@ CLAIM = Claim(
     scales=SCALES,
     run=run,
     analyse=analyse,
+    decide=decide,
     specs=specs,
     paper_numbers=D.PAPER_NUMBERS,
 )

@@ -424,6 +424,12 @@ def evidence(results, ctx: RunContext) -> dict:
 def analyse(results, ctx: RunContext) -> Analysis:
     return P.analysis(evidence(results, ctx), results, ctx)
 
+
+def decide(results, ctx: RunContext) -> tuple:
+    """The parts and premise alone (``Claim.decide``: what stability re-decides per seed)."""
+    ev = evidence(results, ctx)
+    return ev["parts"], ev["premise"]
+
 CLAIM = Claim(
     searches=D.SEARCHES,
     id=D.CLAIM_ID,
@@ -443,6 +449,7 @@ CLAIM = Claim(
     scales=SCALES,
     run=run,
     analyse=analyse,
+    decide=decide,
     specs=specs,
     paper_numbers=D.PAPER_NUMBERS,
 )

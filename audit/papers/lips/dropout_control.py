@@ -504,6 +504,12 @@ def analyse(results, ctx: RunContext) -> Analysis:
     return P.analysis(evidence(results, ctx), ctx)
 
 
+def decide(results, ctx: RunContext) -> tuple:
+    """The parts and premise alone (``Claim.decide``: what stability re-decides per seed)."""
+    ev = evidence(results, ctx)
+    return ev["parts"], ev["premise"]
+
+
 CLAIM = Claim(
     id=CLAIM_ID, paper=D.PAPER, record=D.RECORD, title=D.TITLE, statement=D.STATEMENT,
     arms=ARMS, rules=(RULE_CONTROLS, RULE_LAYERS, RULE_RANDOM, RULE_SELECTION, RULE_COSINE,
@@ -511,5 +517,6 @@ CLAIM = Claim(
     combination=COMBINATION, questions=QUESTIONS, stochastic=True,
     default_seeds=D.DEFAULT_SEEDS, validation_metrics=D.VALIDATION_METRICS, scales=SCALES,
     regime_maps=D.REGIME_MAPS,
-    run=run, analyse=analyse, specs=specs, paper_numbers=D.PAPER_NUMBERS, searches=SEARCHES,
+    run=run, analyse=analyse, decide=decide, specs=specs, paper_numbers=D.PAPER_NUMBERS,
+    searches=SEARCHES,
 )

@@ -1,0 +1,69 @@
+"""``Claim.decide``: the decisions without the presentation, for the stability check, held
+to the decisions ``analyse`` makes."""
+import dataclasses
+import importlib
+
+import pytest
+
+from audit import claims as claims_mod
+from audit.claims import AuditError
+from audit.runner import Cache, execute, make_context
+from audit.verdict import Outcome
+
+
+def _run(claim, tmp_path, seeds=range(6)):
+    ctx = make_context(claim, "smoke", seeds=list(seeds))
+    return execute(claim, ctx, cache=Cache(tmp_path / "cache"), progress=False)
+
+
+def test_stability_re_decides_with_decide_and_never_builds_the_report(toy, tmp_path):
+    calls = {"analyse": 0, "decide": 0}
+
+    def analyse(results, ctx):
+        calls["analyse"] += 1
+        return toy.analyse(results, ctx)
+
+    def decide(results, ctx):
+        calls["decide"] += 1
+        a = toy.analyse(results, ctx)
+        return a.parts, a.premise
+
+    claim = dataclasses.replace(toy.CLAIM, analyse=analyse, decide=decide)
+    res = _run(claim, tmp_path)
+    # one report, one check that decide agrees with it, one decision per left-out seed
+    assert calls == {"analyse": 1, "decide": 1 + 6}
+    assert res.verdict.stability["loo_total"] == 6
+    plain = _run(toy.CLAIM, tmp_path / "plain")
+    assert res.verdict.stability == plain.verdict.stability
+    assert res.verdict.verdict == plain.verdict.verdict == Outcome.CONFIRMED
+
+
+def test_a_decide_that_disagrees_with_analyse_is_refused(toy, tmp_path):
+    def decide(results, ctx):
+        a = toy.analyse(results, ctx)
+        return tuple(dataclasses.replace(p, verdict=Outcome.REFUTED) for p in a.parts), None
+
+    claim = dataclasses.replace(toy.CLAIM, decide=decide)
+    with pytest.raises(AuditError, match="its decide gives the parts"):
+        _run(claim, tmp_path)
+
+
+def test_without_decide_the_decisions_come_from_analyse(toy, tmp_path):
+    ctx = make_context(toy.CLAIM, "smoke", seeds=list(range(6)))
+    res = _run(toy.CLAIM, tmp_path)
+    results = {s: toy.run(s, ctx) for s in toy.CLAIM.unit_specs(ctx)}
+    parts, premise = toy.CLAIM.decided(results, ctx)
+    assert [(p.id, p.verdict) for p in parts] == [(p.id, p.verdict) for p in res.verdict.parts]
+    assert premise.status == res.verdict.premise.status
+
+
+@pytest.mark.parametrize("cid", ["flayer-masked-zero", "fedtlu-lower-bound",
+                                 "genefl-inverted-cosine", "lips-dropout-control"])
+def test_the_large_claims_decide_apart_from_presenting(cid):
+    # each builds its report from evidence(results, ctx), whose parts and premise decide
+    # is (the agreement itself is checked on every run, above)
+    claim = claims_mod.get(cid)
+    assert claim.decide is not None
+    module = importlib.import_module(claim.analyse.__module__)
+    assert claim.decide.__module__ == claim.analyse.__module__
+    assert callable(getattr(module, "evidence"))
