@@ -596,7 +596,12 @@ def _report_pairs(first: Path, second: Path) -> tuple[list, list[str]]:
     folder only), from two report files or two report folders."""
     from audit import report
 
-    if first.is_file() and second.is_file():
+    if first.is_file() or second.is_file():
+        for path in (first, second):
+            if not path.is_file():
+                raise AuditError(f"report {str(path)!r} " + (
+                    "is a folder: compare a report with a report, or a folder with a folder"
+                    if path.is_dir() else "does not exist"))
         pair = []
         for path in (first, second):
             data = safeio.read_json(path, "report")
@@ -626,6 +631,7 @@ def cmd_diff(args) -> int:
     differ = 0
     for cid, a, b in pairs:
         found, other = report.compare(a, b, rtol=args.rtol)
+        cid = safeio.term_text(str(cid))[:100]
         tail = f" ({other} other field(s) differ: presentation or volatile)" if other else ""
         if found:
             differ += 1

@@ -727,15 +727,22 @@ def _num_differs(a: Any, b: Any, rtol: float) -> bool:
     return abs(a - b) > rtol * max(abs(a), abs(b))
 
 
+def _key(k: Any) -> str:
+    """A field name as a path step: printable, at most 60 characters."""
+    t = safeio.term_text(str(k))
+    return t if len(t) <= 60 else t[:57] + "..."
+
+
 def _walk(a: Any, b: Any, path: str, rtol: float, out: list[str], limit: int) -> None:
     if len(out) >= limit:
         return
     if isinstance(a, Mapping) and isinstance(b, Mapping):
         for k in sorted(set(a) | set(b), key=str):
             if k not in a or k not in b:
-                out.append(f"{path}.{k}: only in {'the second' if k not in a else 'the first'}")
+                out.append(f"{path}.{_key(k)}: only in "
+                           f"{'the second' if k not in a else 'the first'}")
             else:
-                _walk(a[k], b[k], f"{path}.{k}", rtol, out, limit)
+                _walk(a[k], b[k], f"{path}.{_key(k)}", rtol, out, limit)
     elif isinstance(a, list) and isinstance(b, list):
         if len(a) != len(b):
             out.append(f"{path}: {len(a)} items != {len(b)}")

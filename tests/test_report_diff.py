@@ -78,6 +78,9 @@ def test_the_command_exits_1_on_a_difference_and_0_without(data, tmp_path, capsy
     ("same", "-1", "rtol must be"),
     ("not-an-object", "0", "not a JSON object"),
     ("missing-folder", "0", "does not exist"),
+    ("missing-file", "0", "does not exist"),
+    ("a-folder", "0", "is a folder"),
+    ("too-deep", "0", "nested too deeply"),
 ])
 def test_bad_input_is_one_error_line(data, tmp_path, capsys, second, rtol, says):
     a = _write(tmp_path / "a", data)
@@ -88,6 +91,21 @@ def test_bad_input_is_one_error_line(data, tmp_path, capsys, second, rtol, says)
         b.write_text("[1, 2]")
     if second == "missing-folder":
         a = tmp_path / "a"
+    if second in ("missing-file", "a-folder"):
+        b = tmp_path / ("nothing.json" if second == "missing-file" else "a")
+    if second == "too-deep":
+        b = tmp_path / "deep.json"
+        b.write_text(json.dumps({**data, "stability": "@"}).replace('"@"', "[" * 5000 + "]" * 5000))
     assert cli.main(["diff", str(a), str(b), "--rtol", rtol]) == 2
     err = capsys.readouterr().err
     assert err.startswith("audit: error: ") and says in err and err.count("\n") == 1
+
+
+def test_hostile_field_names_print_short_and_inert(data, capsys, tmp_path):
+    other = copy.deepcopy(data)
+    other["estimates"].append({**other["estimates"][0], "name": "x" * 10_000})
+    other["estimates"].append({**other["estimates"][0], "name": "\x1b[31mred\x1b[0m"})
+    a, b = _write(tmp_path / "a", data), _write(tmp_path / "b", other)
+    assert cli.main(["diff", str(a), str(b)]) == 1
+    out = capsys.readouterr().out
+    assert "\x1b" not in out and max(len(line) for line in out.splitlines()) < 300
