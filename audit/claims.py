@@ -279,8 +279,9 @@ class Claim:
         decide: (optional) ``decide(results, ctx) -> (parts, premise)``: the decisions
             alone, without the presentation (estimates, tables, figures, notes), for what
             re-decides many times: the leave-one-seed-out stability check. It must give
-            the parts and premise ``analyse`` gives (``audit.checks`` and the claims'
-            tests hold it to that); None: ``analyse`` is used.
+            the parts and premise ``analyse`` gives: the runner checks that on every
+            analysis it checks for stability, and refuses the run otherwise. None:
+            ``analyse`` is used.
         specs: the units to run for a context; default: every arm x every seed.
         paper_numbers: the paper's reported numbers, shown as the paper's.
         answers: extra record fields answered (for ``audit review``), field -> part id.

@@ -190,7 +190,10 @@ def _parser() -> argparse.ArgumentParser:
     df.add_argument("first", type=Path, help="a report's JSON, or a folder of reports")
     df.add_argument("second", type=Path, help="the same claim's report, or another folder")
     df.add_argument("--rtol", type=float, default=0.0,
-                    help="relative tolerance on numbers (default 0: exactly equal)")
+                    help="relative tolerance on numbers, those printed in texts included "
+                    "(default 0: exactly equal)")
+    df.add_argument("--atol", type=float, default=0.0,
+                    help="absolute tolerance on numbers (default 0)")
 
     lk = sub.add_parser("lock", help="record each report's verdicts (claim, questions, "
                         "parts, seeds, plan) as its lock at the report's scale")
@@ -613,7 +616,10 @@ def _report_pairs(first: Path, second: Path) -> tuple[list, list[str]]:
     for path in (first, second):
         _check_report_dir(path)
     pairs, notes = [], []
-    for cid in claims_mod.registry():
+    # the claims registered here, and any other claim's report found in either folder
+    ids = dict.fromkeys(list(claims_mod.registry()) + sorted(
+        p.stem for folder in (first, second) for p in folder.glob("*.json") if p.is_file()))
+    for cid in ids:
         a, b = report.load(first, cid), report.load(second, cid)
         if a is not None and b is not None:
             pairs.append((cid, a, b))
@@ -630,9 +636,9 @@ def cmd_diff(args) -> int:
     pairs, notes = _report_pairs(args.first, args.second)
     differ = 0
     for cid, a, b in pairs:
-        found, other = report.compare(a, b, rtol=args.rtol)
+        found, other = report.compare(a, b, rtol=args.rtol, atol=args.atol)
         cid = safeio.term_text(str(cid))[:100]
-        tail = f" ({other} other field(s) differ: presentation or volatile)" if other else ""
+        tail = f" ({other} other field(s) differ: presentation)" if other else ""
         if found:
             differ += 1
             many = "at least " if len(found) >= report.COMPARE_LIMIT else ""

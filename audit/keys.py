@@ -12,6 +12,7 @@ from __future__ import annotations
 import ast
 import hashlib
 import os
+import re
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -63,15 +64,25 @@ def _imports(path: Path, stamp: tuple[int, int]) -> tuple[str, ...]:
     return tuple(sorted(n for n in found if _module_file(n) is not None))
 
 
+#: A claim's presentation (``audit.papers.<paper>.present``): it builds the report's
+#: estimates, tables, figures and notes from evidence already decided and never runs
+#: inside a unit (import-linter keeps it off the engine, the runner and tuning, and every
+#: run checks that the claim's ``decide`` agrees with its ``analyse``), so it is no part
+#: of a unit's code version: editing a table or a note keeps the cached runs, and a
+#: rerun rebuilds the report from them.
+_PRESENTATION = re.compile(r"^audit\.papers\.[A-Za-z_][A-Za-z_0-9]*\.present(\.|$)")
+
+
 def module_closure(name: str) -> list[str]:
     """``name`` and every package module it imports, directly or not, with the packages
     (``__init__``) above each: the source a unit of a claim whose ``run`` lives in
     ``name`` can execute. Imports made through ``importlib`` are not followed (the
-    package uses it only to discover claims and paper notes, never inside a run)."""
+    package uses it only to discover claims and paper notes, never inside a run), nor
+    are a claim's presentation modules (:data:`_PRESENTATION`)."""
     todo, seen = [name], set()
     while todo:
         mod = todo.pop()
-        if mod in seen or _module_file(mod) is None:
+        if mod in seen or _module_file(mod) is None or _PRESENTATION.match(mod):
             continue
         seen.add(mod)
         parts = mod.split(".")

@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 import sys
 import warnings
 from pathlib import Path
@@ -708,23 +709,55 @@ def load(out_dir: Path, claim_id: str) -> dict | None:
     return data
 
 
-#: what ``compare`` reads as a run's evidence and decisions (everything else is
-#: presentation: tables, figures, notes, texts, or volatile: environment, runtime)
-DECISIVE_KEYS = ("scale", "seeds", "verdict", "parts", "questions", "premise",
-                 "estimates", "stability")
+#: what ``compare`` reads as a run's evidence and decisions, and the field that names each
+#: item of a list (matched by it, not by position); everything else is presentation
+#: (tables, figures, notes, texts) or volatile (environment, runtime, cache counts)
+DECISIVE_KEYS = {"scale": "", "seeds": "", "config": "", "plan": "", "looks": "look",
+                 "verdict": "", "parts": "id", "questions": "id", "premise": "",
+                 "estimates": "name", "settings": "setting", "stability": ""}
+_VOLATILE = ("environment", "runtime_s", "command", "runs")
+# a number as printed in a text (a reason, a rule, a description)
+_NUMBER = re.compile(r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?")
 
 
-def _num_differs(a: Any, b: Any, rtol: float) -> bool:
-    """Two JSON numbers differ beyond ``rtol`` (relative, on the larger magnitude); an
-    integer, bool or text is compared exactly."""
-    if isinstance(a, bool) or isinstance(b, bool) or not all(
-            isinstance(x, (int, float)) for x in (a, b)):
+def _num_differs(a: Any, b: Any, rtol: float, atol: float, ulp: float = 0.0) -> bool:
+    """Two JSON values differ: numbers beyond ``atol + rtol x the larger magnitude`` (and
+    ``ulp``, one unit in the last printed place of a number read from a text); an
+    infinity equals only itself, NaN only NaN; integers, booleans, text and None exactly
+    (a boolean never equals a number)."""
+    if isinstance(a, bool) or isinstance(b, bool):
+        return type(a) is not type(b) or a != b
+    if not all(isinstance(x, (int, float)) for x in (a, b)):
         return a != b
     if isinstance(a, int) and isinstance(b, int):
         return a != b
     if math.isnan(a) or math.isnan(b):
         return not (math.isnan(a) and math.isnan(b))
-    return abs(a - b) > rtol * max(abs(a), abs(b))
+    if math.isinf(a) or math.isinf(b):
+        return a != b
+    return abs(a - b) > max(atol + rtol * max(abs(a), abs(b)), ulp * (1 + 1e-9))
+
+
+def _text_differs(a: str, b: str, rtol: float, atol: float) -> bool:
+    """Two texts differ: exactly when no tolerance is given; else in any word, or in any
+    number they print beyond the tolerance or one unit in its last printed place (a
+    rounded number may move by that much with the value under it)."""
+    if a == b:
+        return False
+    if not (rtol or atol):
+        return True
+    na, nb = _NUMBER.findall(a), _NUMBER.findall(b)
+    if _NUMBER.split(a) != _NUMBER.split(b) or len(na) != len(nb):
+        return True
+
+    def ulp(t: str) -> float:
+        mant = t.lower().split("e")[0]
+        places = len(mant.split(".")[1]) if "." in mant else 0
+        exp = int(t.lower().split("e")[1]) if "e" in t.lower() else 0
+        return 10.0 ** (exp - places)
+
+    return any(_num_differs(float(x), float(y), rtol, atol, max(ulp(x), ulp(y)))
+               for x, y in zip(na, nb))
 
 
 def _key(k: Any) -> str:
@@ -733,7 +766,8 @@ def _key(k: Any) -> str:
     return t if len(t) <= 60 else t[:57] + "..."
 
 
-def _walk(a: Any, b: Any, path: str, rtol: float, out: list[str], limit: int) -> None:
+def _walk(a: Any, b: Any, path: str, tol: tuple[float, float], out: list[str],
+          limit: int) -> None:
     if len(out) >= limit:
         return
     if isinstance(a, Mapping) and isinstance(b, Mapping):
@@ -742,13 +776,14 @@ def _walk(a: Any, b: Any, path: str, rtol: float, out: list[str], limit: int) ->
                 out.append(f"{path}.{_key(k)}: only in "
                            f"{'the second' if k not in a else 'the first'}")
             else:
-                _walk(a[k], b[k], f"{path}.{_key(k)}", rtol, out, limit)
+                _walk(a[k], b[k], f"{path}.{_key(k)}", tol, out, limit)
     elif isinstance(a, list) and isinstance(b, list):
         if len(a) != len(b):
             out.append(f"{path}: {len(a)} items != {len(b)}")
         for i, (x, y) in enumerate(zip(a, b)):
-            _walk(x, y, f"{path}[{i}]", rtol, out, limit)
-    elif _num_differs(a, b, rtol):
+            _walk(x, y, f"{path}[{i}]", tol, out, limit)
+    elif (_text_differs(a, b, *tol) if isinstance(a, str) and isinstance(b, str)
+          else _num_differs(a, b, *tol)):
         a_txt, b_txt = str(a), str(b)
         if isinstance(a, str) and isinstance(b, str):  # from the first character that differs
             i = next((j for j, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
@@ -758,41 +793,50 @@ def _walk(a: Any, b: Any, path: str, rtol: float, out: list[str], limit: int) ->
 
 
 def _keyed(items: Any, key: str) -> Any:
-    """A list of objects with a ``key`` field (estimates by name, parts and questions by
-    id) as a mapping, so that an added or reordered item reads as what it is; anything
-    else as given."""
-    if isinstance(items, list) and all(isinstance(x, Mapping) and isinstance(x.get(key), str)
-                                       for x in items):
-        return {x[key]: x for x in items}
-    return items
+    """A list of objects named by their ``key`` field (estimates by name, parts and
+    questions by id, settings by setting, looks by number) as a mapping, so that an added
+    or reordered item reads as what it is; a name that repeats is told apart by its
+    occurrence (``name#2``). Anything else as given."""
+    if not key or not isinstance(items, list) or not all(
+            isinstance(x, Mapping) and isinstance(x.get(key), (str, int))
+            and not isinstance(x.get(key), bool) for x in items):
+        return items
+    out, seen = {}, {}
+    for x in items:
+        name = str(x[key])
+        seen[name] = seen.get(name, 0) + 1
+        out[name if seen[name] == 1 else f"{name}#{seen[name]}"] = x
+    return out
 
 
 #: the most differences :func:`compare` lists
 COMPARE_LIMIT = 200
 
 
-def compare(first: Mapping, second: Mapping, rtol: float = 0.0,
+def compare(first: Mapping, second: Mapping, rtol: float = 0.0, atol: float = 0.0,
             limit: int = COMPARE_LIMIT) -> tuple[list[str], int]:
     """How two reports of one claim differ: (the differences in what decides, at most
     ``limit`` of them, each a path and the two values; the count of the other top-level
-    fields that differ: presentation or volatile). What decides (:data:`DECISIVE_KEYS`):
-    scale, seeds, the claim's word, every part and question (verdict, reason, flip
-    distance), the premise, every estimate (value, interval, n, method) and the stability
-    check. Numbers compare within ``rtol`` (relative; 0: exactly), everything else
-    exactly; estimates, parts and questions are matched by name, not position."""
+    fields that differ: presentation). What decides (:data:`DECISIVE_KEYS`): scale,
+    seeds, config and sequential plan, every look, the claim's word, every part and
+    question (verdict, reason, flip distance), the premise, every estimate (value,
+    interval, n, method), every setting's verdict and the stability check. Numbers
+    compare within ``atol + rtol x magnitude`` (default: exactly), and so do the numbers
+    printed in texts (to one unit in their last printed place); everything else exactly.
+    Environment, runtime, command and cache counts are volatile and not counted."""
     if first.get("id") != second.get("id"):
         raise AuditError(f"the reports are of different claims: {first.get('id')!r} and "
                          f"{second.get('id')!r}")
-    if not (isinstance(rtol, (int, float)) and math.isfinite(rtol) and rtol >= 0):
-        raise AuditError(f"rtol must be a finite number >= 0, not {rtol!r}")
+    for name, tol in (("rtol", rtol), ("atol", atol)):
+        if isinstance(tol, bool) or not (isinstance(tol, (int, float)) and math.isfinite(tol)
+                                         and tol >= 0):
+            raise AuditError(f"{name} must be a finite number >= 0, not {tol!r}")
     out: list[str] = []
-    for k in DECISIVE_KEYS:
-        a, b = first.get(k), second.get(k)
-        key = "name" if k == "estimates" else "id"
-        _walk(_keyed(a, key), _keyed(b, key), f"{k}", rtol, out, limit)
-    volatile = {"environment", "runtime_s", "command"}
+    for k, key in DECISIVE_KEYS.items():
+        _walk(_keyed(first.get(k), key), _keyed(second.get(k), key), k,
+              (float(rtol), float(atol)), out, limit)
     other = sum(first.get(k) != second.get(k) for k in set(first) | set(second)
-                if k not in DECISIVE_KEYS and k not in volatile)
+                if k not in DECISIVE_KEYS and k not in _VOLATILE)
     return out[:limit], other
 
 

@@ -746,6 +746,28 @@ def _analysed(claim: Claim, results, ctx):
     return analysis
 
 
+def _decided(claim: Claim, results, ctx) -> tuple[tuple, Any]:
+    """``claim.decided(results, ctx)``, checked: ``decide`` must return a pair (parts,
+    premise) of :class:`audit.verdict.Part` objects and a Premise or None. A plugin's
+    exception, or a malformed pair, is one AuditError naming it."""
+    from audit.verdict import Part, Premise
+
+    try:
+        out = claim.decided(results, ctx)
+    except (AuditError, KeyboardInterrupt):
+        raise
+    except (Exception, SystemExit) as exc:
+        if not claim.origin:
+            raise
+        raise AuditError(f"{_plugin_name(claim)}: decide raised {_exc_line(exc)}") from None
+    parts, premise = out
+    if not all(isinstance(p, Part) for p in parts) or not (
+            premise is None or isinstance(premise, Premise)):
+        raise AuditError(f"{_plugin_name(claim)}: decide must return (parts, premise): "
+                         f"audit.verdict.Part objects and a Premise or None")
+    return parts, premise
+
+
 def checked_result(claim: Claim, spec: RunSpec, result: Any) -> dict:
     """A unit's result as the cache stores and gives it back: an object whose JSON round
     trip is itself. Numpy values become numbers and lists, tuples lists; a result that is
@@ -955,7 +977,8 @@ def with_stability(claim: Claim, results: Mapping[RunSpec, Mapping], ctx: RunCon
                    verdict: Verdict) -> Verdict:
     """Attach how far the verdict is from flipping (STATISTICS.md): the verdicts of the
     leave-one-seed-out re-decisions ("5 of 5 subsets agree"; ``Claim.decided``: the
-    claim's ``decide`` where it has one, so no presentation is rebuilt per seed), and the smallest change of
+    claim's ``decide`` where it has one, so no report is rebuilt per seed), and the
+    smallest change of
     one seed's metric that flips a decisive part's test, in the metric's units, with the
     metric's resolution. A decided verdict whose flip distance is within three steps of
     the resolution, or that a single left-out seed overturns, is fragile."""
@@ -965,13 +988,18 @@ def with_stability(claim: Claim, results: Mapping[RunSpec, Mapping], ctx: RunCon
     loo: dict[str, str] = {}
     if claim.decide is not None and claim.stochastic and len(seeds) >= 3:
         # the claim's decide must decide as its analyse did, or the stability check below
-        # would describe another verdict: checked once on every run, on all its seeds
+        # would describe another verdict: checked on all the seeds of every analysis
+        # that gets a stability check (every run, and every look of a sequential one)
         with stats.without_flip():
-            parts, _ = claim.decided(results, ctx)
-        got = [(p.id, p.verdict) for p in parts]
-        if got != [(p.id, p.verdict) for p in verdict.parts]:
-            raise AuditError(f"{claim.id}: its decide gives the parts {got}, its analyse "
-                             f"{[(p.id, p.verdict) for p in verdict.parts]}")
+            parts, premise = _decided(claim, results, ctx)
+
+        def said(ps, pr):
+            return ([(p.id, p.verdict.value) for p in ps],
+                    None if pr is None else pr.status)
+
+        if said(parts, premise) != said(verdict.parts, verdict.premise):
+            raise AuditError(f"{claim.id}: its decide gives {said(parts, premise)}, its "
+                             f"analyse {said(verdict.parts, verdict.premise)}")
     if claim.stochastic and len(seeds) >= 3:
         with stats.without_flip():
             for s in seeds:
@@ -979,7 +1007,7 @@ def with_stability(claim: Claim, results: Mapping[RunSpec, Mapping], ctx: RunCon
                 sub_ctx = dataclasses.replace(ctx, seeds=keep)
                 sub = {spec: r for spec, r in results.items() if spec.seed != s}
                 try:  # the decisions alone: no estimates, tables or figures are built
-                    parts, premise = claim.decided(sub, sub_ctx)
+                    parts, premise = _decided(claim, sub, sub_ctx)
                     v = verdict_from_parts(claim.id, claim.combination, parts, (), premise)
                     loo[str(s)] = v.verdict.value
                 except (ValueError, KeyError, ZeroDivisionError, IndexError) as exc:

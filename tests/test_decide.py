@@ -1,7 +1,9 @@
 """``Claim.decide``: the decisions without the presentation, for the stability check, held
 to the decisions ``analyse`` makes."""
+import ast
 import dataclasses
 import importlib
+from pathlib import Path
 
 import pytest
 
@@ -44,7 +46,26 @@ def test_a_decide_that_disagrees_with_analyse_is_refused(toy, tmp_path):
         return tuple(dataclasses.replace(p, verdict=Outcome.REFUTED) for p in a.parts), None
 
     claim = dataclasses.replace(toy.CLAIM, decide=decide)
-    with pytest.raises(AuditError, match="its decide gives the parts"):
+    with pytest.raises(AuditError, match="its decide gives"):
+        _run(claim, tmp_path)
+
+
+def test_a_decide_that_disagrees_on_the_premise_alone_is_refused(toy, tmp_path):
+    def decide(results, ctx):
+        a = toy.analyse(results, ctx)
+        return a.parts, dataclasses.replace(a.premise, status="not reproduced")
+
+    with pytest.raises(AuditError, match="its decide gives"):
+        _run(dataclasses.replace(toy.CLAIM, decide=decide), tmp_path)
+
+
+@pytest.mark.parametrize("bad, says", [
+    (lambda results, ctx: (["not a part"], None), "must return \\(parts, premise\\)"),
+    (lambda results, ctx: 1 / 0, "decide raised ZeroDivisionError"),
+])
+def test_a_plugins_broken_decide_is_one_error_naming_it(toy, tmp_path, bad, says):
+    claim = dataclasses.replace(toy.CLAIM, decide=bad, origin="someone.claims:CLAIM")
+    with pytest.raises(AuditError, match=says):
         _run(claim, tmp_path)
 
 
@@ -67,3 +88,39 @@ def test_the_large_claims_decide_apart_from_presenting(cid):
     module = importlib.import_module(claim.analyse.__module__)
     assert claim.decide.__module__ == claim.analyse.__module__
     assert callable(getattr(module, "evidence"))
+
+
+PAPERS = Path(claims_mod.__file__).resolve().parent / "papers"
+PRESENT = sorted(p for p in PAPERS.glob("*/present/*.py") if p.name != "__init__.py")
+
+
+def _imported(path: Path) -> set[str]:
+    """Every module ``path`` imports, ``from a import b`` counted as ``a`` and ``a.b``."""
+    out = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            out |= {a.name for a in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            out |= {node.module} | {f"{node.module}.{a.name}" for a in node.names}
+    return out
+
+
+def test_every_large_claim_has_a_presentation_module():
+    assert len(PRESENT) == 5, [p.name for p in PRESENT]
+
+
+@pytest.mark.parametrize("path", PRESENT, ids=lambda p: f"{p.parent.parent.name}/{p.name}")
+def test_a_presentation_imports_no_claim_module(path):
+    # it builds the report from the evidence it is given; the claim's code imports it,
+    # never the other way (import-linter keeps it off the engine, runner and tuning)
+    assert not _imported(path) & set(claims_mod.CLAIM_MODULES)
+
+
+@pytest.mark.parametrize("cid", ["flayer-masked-zero", "fedtlu-lower-bound",
+                                 "genefl-inverted-cosine", "genefl-uplink-bytes",
+                                 "lips-dropout-control"])
+def test_evidence_assigns_every_name_its_presentation_reads(cid):
+    module = importlib.import_module(claims_mod.get(cid).analyse.__module__)
+    code = module.evidence.__code__
+    assigned = set(code.co_varnames) | set(code.co_cellvars)
+    assert set(module.P.EVIDENCE) <= assigned, set(module.P.EVIDENCE) - assigned

@@ -109,3 +109,50 @@ def test_hostile_field_names_print_short_and_inert(data, capsys, tmp_path):
     assert cli.main(["diff", str(a), str(b)]) == 1
     out = capsys.readouterr().out
     assert "\x1b" not in out and max(len(line) for line in out.splitlines()) < 300
+
+
+def test_numbers_compare_as_numbers():
+    nd = report._num_differs
+    assert nd(float("inf"), 1.0, 0, 0) and nd(float("inf"), float("-inf"), 1, 1)
+    assert not nd(float("inf"), float("inf"), 0, 0)
+    assert not nd(float("nan"), float("nan"), 0, 0) and nd(float("nan"), 1.0, 1, 1)
+    assert nd(True, 1, 0, 0) and nd(0, False, 1, 1)  # a boolean is no number
+    assert nd(1.0, 1.001, 1e-4, 0) and not nd(1.0, 1.001, 1e-2, 0)
+    assert not nd(0.0, 1e-12, 0.5, 1e-9)  # near 0 only an absolute tolerance helps
+
+
+def test_texts_compare_their_numbers_within_the_tolerance():
+    td = report._text_differs
+    a, b = "mean = 0.8261, 95% CI [0.7837, 0.9233]", "mean = 0.8262, 95% CI [0.7837, 0.9233]"
+    assert td(a, b, 0, 0)  # exactly, by default
+    assert not td(a, b, 1e-9, 0)  # one unit in the last printed place: rounding
+    assert td(a, "mean = 0.8300, 95% CI [0.7837, 0.9233]", 1e-3, 0)
+    assert td(a, a.replace("mean", "median"), 1, 1)  # words never move
+    assert not td("p = 1.5e-05", "p = 1.6e-05", 1e-9, 0)
+
+
+def test_settings_looks_and_config_decide_and_names_that_repeat_are_kept(data):
+    base = copy.deepcopy(data)
+    base["settings"] = [{"setting": "base", "verdict": "CONFIRMED"},
+                        {"setting": "depth=4", "verdict": "CONFIRMED"}]
+    base["looks"] = [{"look": 1, "n": 10, "verdict": "CONFIRMED"}]
+    base["estimates"] = base["estimates"] + [dict(base["estimates"][0])]  # a repeated name
+    other = copy.deepcopy(base)
+    other["settings"][1]["verdict"] = "INCONCLUSIVE"
+    other["looks"][0]["verdict"] = "INCONCLUSIVE"
+    other["config"] = {**(other.get("config") or {}), "rounds": 999}
+    other["estimates"][-1]["value"] = 123.0  # the second of the two with one name
+    found, _ = report.compare(base, other)
+    name = base["estimates"][0]["name"]
+    assert any(f.startswith("settings.depth=4.verdict") for f in found)
+    assert any(f.startswith("looks.1.verdict") for f in found)
+    assert any(f.startswith("config.rounds") for f in found)
+    assert any(f.startswith(f"estimates.{name}#2.value") for f in found)
+
+
+def test_folders_compare_reports_of_claims_not_registered_here(data, tmp_path, capsys):
+    plugin = {**copy.deepcopy(data), "id": "someones-claim"}
+    for folder in ("a", "b"):
+        _write(tmp_path / folder, plugin)
+    assert cli.main(["diff", str(tmp_path / "a"), str(tmp_path / "b")]) == 0
+    assert "someones-claim: no difference in what decides" in capsys.readouterr().out

@@ -12,8 +12,9 @@ Layout (``audit/papers/<paper>/``, for ``flayer``, ``fedtlu``, ``genefl``, ``lip
   of a paper folder that assigns ``CLAIM`` at its top level, read from the source without
   importing anything (``audit list`` stays torch-free), so there is no module list to keep;
 - ``declarations/<claim module>.py``: what the claim declares, apart from its code (below);
-- ``present/<claim module>.py`` (where a claim's report is large; LIPS and FedTLU's
-  ``lower_bound`` so far): its presentation, the estimates, tables, figures and notes
+- ``present/<claim module>.py`` (where a claim's report is large: every claim but the
+  two smallest, FLAYER's ``eq4_unbounded`` and FedTLU's ``score_undefined``): its
+  presentation, the estimates, tables, figures and notes
   built from the evidence the claim module's ``evidence(results, ctx)`` returns, every
   part already decided there; it imports the declarations, never the engine, the
   runner or tuning (import-linter: ``presentation-decides-nothing``);

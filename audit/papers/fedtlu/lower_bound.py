@@ -268,7 +268,7 @@ def evidence(results, ctx: RunContext) -> dict:
     frac = float(ctx.alpha_fraction)
     alpha_p = kit.look_alpha(ALPHA, ctx)
     alpha = alpha_p / N_TESTS  # every decision below: one Bonferroni share
-    equiv_rel = float(ctx.config.get("equiv_rel", PAPER_GAP_REL))
+    equiv_rel = float(ctx.config["equiv_rel"])  # every scale declares it (the paper's gap)
     common = {"alpha": f"{alpha:.4g}", "alpha_fraction": f"{frac:.4g}", "n_tests": N_TESTS,
               "level": f"{100 * (1 - alpha):.4g}", "n": n}
 

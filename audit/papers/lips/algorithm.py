@@ -31,6 +31,10 @@ splits (each averaged over clients as the engine averages the test accuracy), so
 train minus test accuracy measures overfitting per round and the test curve gives the
 best round.
 
+The clients' data follow the paper's split (``dataset`` and ``build_clients``: each
+client draws its own label proportions from Dir(alpha), then its training, validation
+and test samples).
+
 Deliberate deviations from the printed method are commented where they happen.
 """
 from __future__ import annotations
@@ -47,8 +51,9 @@ from audit.fl.engine import FedBN
 from audit.fl.models import middle_layers, weight_layers
 
 __all__ = [
-    "FedBNProbe", "Schedule", "gaussian_noise", "grad_sensitivity", "lowest_fraction_mask",
-    "printed_schedule", "prune", "random_score", "released_schedule", "update_sensitivity",
+    "FedBNProbe", "Schedule", "build_clients", "dataset", "gaussian_noise", "grad_sensitivity",
+    "lowest_fraction_mask", "printed_schedule", "prune", "random_score", "released_schedule",
+    "update_sensitivity",
 ]
 
 State = Mapping[str, torch.Tensor]

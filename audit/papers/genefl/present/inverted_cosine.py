@@ -34,7 +34,8 @@ def analysis(ev: Mapping[str, Any], results: Mapping[RunSpec, Mapping],
     cfg = ctx.config
     (seeds, arms, alpha, d, tops, pairs, sel, rho, js, jz, acc, nogene, planted,
      known, n_test, resolution, sens, tw, prem_tw, premise, parts, alpha_fair, fair,
-     fair_tw, match, sweep_rows, sweep_diffs, sweep_part, settings, bottom_match) = (ev[k] for k in EVIDENCE)
+     fair_tw, match, sweep_rows, sweep_diffs, sweep_part, settings,
+     bottom_match) = (ev[k] for k in EVIDENCE)
     mean_est = functools.partial(mean_estimate, no_spread_point=True)
 
     def frac(rows, key):
