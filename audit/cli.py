@@ -605,14 +605,8 @@ def _report_pairs(first: Path, second: Path) -> tuple[list, list[str]]:
                 raise AuditError(f"report {str(path)!r} " + (
                     "is a folder: compare a report with a report, or a folder with a folder"
                     if path.is_dir() else "does not exist"))
-        pair = []
-        for path in (first, second):
-            data = safeio.read_json(path, "report")
-            if not isinstance(data, dict):
-                raise AuditError(f"report {path} is not a JSON object")
-            report.validate(data, str(path))
-            pair.append(data)
-        return [(pair[0]["id"], pair[0], pair[1])], []
+        a, b = report.read(first), report.read(second)
+        return [(a["id"], a, b)], []
     for path in (first, second):
         _check_report_dir(path)
     pairs, notes = [], []
@@ -624,7 +618,8 @@ def _report_pairs(first: Path, second: Path) -> tuple[list, list[str]]:
         if a is not None and b is not None:
             pairs.append((cid, a, b))
         elif a is not None or b is not None:
-            notes.append(f"{cid}: only in {first if b is None else second}")
+            notes.append(f"{safeio.term_text(cid)[:100]}: only in "
+                         f"{safeio.term_text(str(first if b is None else second))}")
     if not pairs:
         raise AuditError(f"no claim has a report in both {str(first)!r} and {str(second)!r}")
     return pairs, notes

@@ -694,16 +694,23 @@ def write_data(data: Mapping, out_dir: Path, source: str | None = None) -> None:
     _atomic_write(md_path, md)
 
 
+def read(path: Path) -> dict:
+    """The report at ``path``, read and checked: a file that is not a report is one
+    AuditError naming it."""
+    data = safeio.read_json(path, "report")
+    if not isinstance(data, dict):
+        raise AuditError(f"report {path} is not a JSON object (got {type(data).__name__})")
+    validate(data, str(path))
+    return data
+
+
 def load(out_dir: Path, claim_id: str) -> dict | None:
     """``out_dir/<claim_id>.json`` read and checked (None when absent); a file that is not
     a report of that claim is one AuditError naming it."""
     path = Path(out_dir) / f"{claim_id}.json"
     if not path.exists():
         return None
-    data = safeio.read_json(path, "report")
-    if not isinstance(data, dict):
-        raise AuditError(f"report {path} is not a JSON object (got {type(data).__name__})")
-    validate(data, str(path))
+    data = read(path)
     if data["id"] != claim_id:
         raise AuditError(f"report {path} has id {data['id']!r}, not {claim_id!r}")
     return data
