@@ -17,6 +17,13 @@
   rule sees A beat that handicapped copy.
 - ``arm_means(table, arms, ...)`` and ``per_seed_table(title, table, arms, seeds)``: the
   standard estimates (mean over seeds, Student-t 95 %) and the per-seed table.
+- ``staged(evidence, present)``: a claim's ``analyse`` and ``decide`` from its
+  ``evidence(results, ctx)`` (every comparison and decided part, with ``parts`` and
+  ``premise``) and its presentation's ``present(ev, results, ctx)`` (the report, deciding
+  nothing); ``gather(names, found)`` picks the evidence the presentation lists.
+- ``family_outcome(match, beaten, needed, ...)`` and ``family_flip(tws, outcome, ...)``:
+  a part decided over a family of comparisons (CONFIRMED where one matches, REFUTED
+  where every one is beaten) and its flip distance.
 - ``misbehaving_seeds(table, arms, seeds, ...)`` and ``misbehaviour_table(...)``: every
   seed where an arm diverged (a value that is not finite), collapsed (at or below the
   chance level the claim names) or fell far below its other seeds (a robust outlier), and
@@ -30,19 +37,21 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
 from audit import stats
 from audit.analysis import mean_estimate
-from audit.claims import RunContext, Table
+from audit.claims import Analysis, RunContext, Table
+from audit.errors import AuditError
 from audit.verdict import (ALL_OUTCOMES, Estimate, Outcome, Part, Premise, Rule,
                            on_reviewer, premise_gate)
 
-__all__ = ["PREMISE_STATUS", "Assay", "arm_means", "decide_pair", "look_alpha",
-           "misbehaving_seeds", "misbehaviour_table", "pair_rule", "per_seed_table",
-           "planted_accuracy", "planted_assay", "premise"]
+__all__ = ["PREMISE_STATUS", "Assay", "arm_means", "decide_pair", "family_flip",
+           "family_outcome", "gather", "look_alpha", "misbehaving_seeds",
+           "misbehaviour_table", "pair_rule", "per_seed_table", "planted_accuracy",
+           "planted_assay", "premise", "staged"]
 
 #: a seed is a robust outlier when it lies this many scaled MADs (1.4826 x the median
 #: absolute deviation, the SD of normal data) on the bad side of its arm's median. Fixed
@@ -112,6 +121,71 @@ def decide_pair(rule: Rule, a_values, b_values, *, margin: float, equivalence_ma
     filled = {"rule": tw.text(), "margin": f"{float(margin):g}", **dict(params or {})}
     part = rule(tw, resolution, unit, params=filled)
     return tw, (premise_gate(part, gate) if gate is not None else part)
+
+
+def gather(names: Sequence[str], found: Mapping[str, Any]) -> dict[str, Any]:
+    """The evidence a presentation reads (its ``EVIDENCE`` names), picked from what an
+    ``evidence`` function computed: ``return kit.gather(P.EVIDENCE, locals())``. A name
+    it never assigned is one error naming it, not a KeyError deep in the report."""
+    missing = [k for k in names if k not in found]
+    if missing:
+        raise AuditError(f"evidence assigns no {', '.join(map(repr, missing))}: the "
+                         "presentation's EVIDENCE names what evidence must compute")
+    return {k: found[k] for k in names}
+
+
+def staged(evidence: Callable[[Any, RunContext], Mapping[str, Any]],
+           present: Callable[[Mapping[str, Any], Any, RunContext], Analysis]
+           ) -> tuple[Callable[[Any, RunContext], Analysis], Callable[[Any, RunContext], tuple]]:
+    """``(analyse, decide)`` of a claim that decides apart from presenting.
+
+    ``evidence(results, ctx)`` computes every comparison and decides every part; what it
+    returns holds ``parts`` and ``premise``. ``present(ev, results, ctx)`` builds the
+    report from it and decides nothing. ``analyse`` is the two in turn; ``decide``
+    returns ``(parts, premise)`` without presenting (premise None where there is none) (``Claim.decide``: what the
+    leave-one-seed-out stability check re-decides per seed). Both are named as the
+    claim's own (module and name of ``evidence``'s module), so errors and tests that
+    name a claim's ``analyse`` name its module."""
+    def analyse(results, ctx: RunContext) -> Analysis:
+        return present(evidence(results, ctx), results, ctx)
+
+    def decide(results, ctx: RunContext) -> tuple:
+        ev = evidence(results, ctx)
+        return ev["parts"], ev.get("premise")
+
+    for f in (analyse, decide):
+        f.__module__, f.__qualname__ = evidence.__module__, f.__name__
+    return analyse, decide
+
+
+def family_outcome(match: Sequence[bool], beaten: Sequence[bool], needed: Sequence[str], *,
+                   needs_seeds: str, needs_other: str) -> tuple[Outcome, str]:
+    """A part decided over a family of comparisons with the reviewer: CONFIRMED where some
+    comparison matches (``match``), REFUTED where every one is beaten (``beaten``), else
+    INCONCLUSIVE with what would decide it: ``needs_seeds`` followed by ``needed`` (one
+    "<comparison>: <n> pairs" each) where a seed count would, else ``needs_other``. Its
+    error rates are those of ``any_of`` (docs/STATISTICS.md): the caller splits alpha
+    over the family."""
+    if any(match):
+        return Outcome.CONFIRMED, ""
+    if all(beaten):
+        return Outcome.REFUTED, ""
+    return Outcome.INCONCLUSIVE, (needs_seeds + ", ".join(needed) if needed else needs_other)
+
+
+def family_flip(tws: Mapping[str, stats.ThreeWay], outcome: Outcome, *,
+                resolution: float | None = None, unit: str = "") -> dict:
+    """The flip distance of a :func:`family_outcome` part: CONFIRMED rests on its
+    FALSIFIED comparisons (all must flip: the largest of their flips), REFUTED on every
+    SUPPORTED one (any flip breaks it: the smallest); INCONCLUSIVE: the smallest flip of
+    any comparison."""
+    flips = {k: tw.flip for k, tw in tws.items() if tw.flip is not None}
+    if outcome == Outcome.CONFIRMED:
+        f = [flips[k] for k, tw in tws.items() if tw.outcome == "FALSIFIED" and k in flips]
+        flip = max(f) if f else None
+    else:
+        flip = min(flips.values()) if flips else None
+    return {"flip": flip, "resolution": resolution, "unit": unit}
 
 
 @dataclass(frozen=True)

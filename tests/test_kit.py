@@ -141,3 +141,64 @@ def test_misbehaving_seeds_lists_diverged_collapsed_and_outlying_seeds_with_the_
     assert t.rows == (("a", "0/10", 0.0, "none"),
                       ("b", "3/10", 0.3, "2 (diverged), 5 (collapsed), 7 (outlier)"))
     assert "chance (0.1)" in t.note
+
+
+def test_gather_picks_the_named_evidence_and_names_what_is_missing():
+    parts, premise, extra = ("p",), None, 3  # noqa: F841 (read through locals())
+    assert kit.gather(("parts", "premise"), locals()) == {"parts": ("p",), "premise": None}
+    with pytest.raises(kit.AuditError, match="'tables'"):
+        kit.gather(("parts", "tables"), locals())
+
+
+def test_staged_presents_the_evidence_and_decides_without_presenting():
+    calls = []
+
+    def evidence(results, ctx):
+        calls.append("evidence")
+        return {"parts": ("a", "b"), "premise": "reproduced", "n": len(results)}
+
+    def present(ev, results, ctx):
+        calls.append("present")
+        return ("report", ev["n"], ctx)
+
+    analyse, decide = kit.staged(evidence, present)
+    assert decide({1: 1, 2: 2}, "ctx") == (("a", "b"), "reproduced")
+    assert calls == ["evidence"]  # deciding built no report
+    assert analyse({1: 1}, "ctx") == ("report", 1, "ctx")
+    assert calls == ["evidence", "evidence", "present"]
+    # named as the claim's own, so errors and tests that name its analyse name its module
+    assert analyse.__module__ == decide.__module__ == __name__
+    assert (analyse.__qualname__, decide.__qualname__) == ("analyse", "decide")
+
+
+def _tw(outcome, flip):
+    return type("TW", (), {"outcome": outcome, "flip": flip})()
+
+
+@pytest.mark.parametrize("match, beaten, needed, want", [
+    ([False, True], [False, False], [], Outcome.CONFIRMED),
+    ([True, False], [True, True], [], Outcome.CONFIRMED),  # a match wins over beaten ones
+    ([False, False], [True, True], [], Outcome.REFUTED),
+    ([False, False], [True, False], ["c: 12 pairs"], Outcome.INCONCLUSIVE),
+    ([False, False], [True, False], [], Outcome.INCONCLUSIVE),
+])
+def test_a_family_is_confirmed_by_one_match_and_refuted_only_when_every_one_is_beaten(
+        match, beaten, needed, want):
+    out, needs = kit.family_outcome(match, beaten, needed, needs_seeds="seeds: ",
+                                    needs_other="another setting")
+    assert out == want
+    if want != Outcome.INCONCLUSIVE:
+        assert needs == ""
+    else:
+        assert needs == ("seeds: c: 12 pairs" if needed else "another setting")
+
+
+def test_a_family_flip_rests_on_what_its_outcome_rests_on():
+    tws = {"x": _tw("FALSIFIED", 0.4), "y": _tw("FALSIFIED", 0.1), "z": _tw("SUPPORTED", 0.2),
+           "w": _tw("INCONCLUSIVE", None)}
+    # CONFIRMED: every FALSIFIED comparison must flip, so the largest of their flips
+    assert kit.family_flip(tws, Outcome.CONFIRMED, resolution=0.5, unit="points") == {
+        "flip": 0.4, "resolution": 0.5, "unit": "points"}
+    # REFUTED or INCONCLUSIVE: the smallest flip of any comparison
+    assert kit.family_flip(tws, Outcome.REFUTED)["flip"] == 0.1
+    assert kit.family_flip({"w": tws["w"]}, Outcome.INCONCLUSIVE)["flip"] is None

@@ -16,7 +16,7 @@ from fractions import Fraction
 import numpy as np
 
 from audit import kit, stats
-from audit.claims import Analysis, Claim, RunContext, RunSpec
+from audit.claims import Claim, RunContext, RunSpec
 from audit.analysis import results_table
 from audit import questions
 from audit.papers.fedtlu.declarations import lower_bound as D
@@ -350,18 +350,10 @@ def evidence(results, ctx: RunContext) -> dict:
                           float(curves["random"].mean(axis=0).min()
                                 - curves["fedtlu"].mean(axis=0).min())))
     parts.append(RULE_READINGS({"rows": read_rows}))
-    found = locals()
-    return {k: found[k] for k in P.EVIDENCE}
+    return kit.gather(P.EVIDENCE, locals())
 
 
-def analyse(results, ctx: RunContext) -> Analysis:
-    return P.analysis(evidence(results, ctx), results, ctx)
-
-
-def decide(results, ctx: RunContext) -> tuple:
-    """The parts and premise alone (``Claim.decide``: what stability re-decides per seed)."""
-    ev = evidence(results, ctx)
-    return ev["parts"], ev["premise"]
+analyse, decide = kit.staged(evidence, P.analysis)
 
 
 CLAIM = Claim(

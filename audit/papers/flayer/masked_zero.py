@@ -15,10 +15,11 @@ from typing import Any, Mapping
 import numpy as np
 
 from audit import kit, questions, stats
-from audit.analysis import difference_estimate, mean_estimate, results_table
-from audit.claims import Analysis, AuditError, Claim, RunContext, RunSpec, Table
+from audit.analysis import results_table
+from audit.claims import Claim, RunContext, RunSpec, Table
 from audit.papers.flayer.declarations import masked_zero as D
 from audit.papers.flayer.present import masked_zero as P
+from audit.papers.flayer.simulation import a_map_of, head_of
 from audit.papers.flayer.declarations.masked_zero import (  # noqa: F401 (tests read them here)
     ALPHA, ARMS, CLAIM_ID, EQUIV, IDENTITY_TOL, MARGIN, PREMISE_ARM, SCALES, SEARCHES, X20)
 from audit.verdict import Estimate, Outcome, Premise, Rule, on_reviewer, premise_gate
@@ -107,37 +108,28 @@ def _decide_carry(ev: Mapping[str, Any]):
 RULE_CARRY = Rule("carry-over-vs-literal", D.RULE_CARRY, _decide_carry)
 
 
-def _decide_head(ev: Mapping[str, Any]):
-    rows = ev["rows"]  # (label, head size, gap, verdict, premise note)
-    if len(rows) < 2:
-        return Outcome.INCONCLUSIVE, "no head-size sweep at this scale", ""
-    txt = "; ".join(f"s = {h} ({lb}): best corrected - literal {g:+.3f}, collapse rule "
-                    f"{v}" + (f", {note}" if note else "") for lb, h, g, v, note in rows)
-    same = len({v for _, _, _, v, _ in rows}) == 1
-    return Outcome.INCONCLUSIVE, (
-        f"measurement: {txt}; the collapse rule's outcome "
-        + ("does not depend on s here" if same else "depends on s here")), ""
+def _sweep_measured(part: str, text: str, value: str, sweep: str, what: str) -> Rule:
+    """A measurement over one sweep of the collapse rule (head size s, or the reading of
+    Eq. 2's A_l): per row its gap and outcome, and whether the outcome depends on ``what``
+    is swept. ``value`` formats a row's swept value; ``sweep`` names the sweep."""
+    def decide(ev: Mapping[str, Any]):
+        rows = ev["rows"]  # (label, swept value, gap, verdict, premise note)
+        if len(rows) < 2:
+            return Outcome.INCONCLUSIVE, f"no {sweep} at this scale", ""
+        txt = "; ".join(f"{value.format(r)} ({lb}): best corrected - literal {g:+.3f}, "
+                        f"collapse rule {v}" + (f", {note}" if note else "")
+                        for lb, r, g, v, note in rows)
+        same = len({v for _, _, _, v, _ in rows}) == 1
+        return Outcome.INCONCLUSIVE, (
+            f"measurement: {txt}; the collapse rule's outcome "
+            + (f"does not depend on {what} here" if same else f"depends on {what} here")), ""
+
+    return Rule(part, text, decide, kind="measurement", reachable=("INCONCLUSIVE",))
 
 
-RULE_HEAD = Rule("head-size", D.RULE_HEAD, _decide_head, kind="measurement",
-                 reachable=("INCONCLUSIVE",))
-
-
-def _decide_a_map(ev: Mapping[str, Any]):
-    rows = ev["rows"]  # (label, reading, gap, verdict, premise note)
-    if len(rows) < 2:
-        return Outcome.INCONCLUSIVE, "no sweep over the readings of Eq. 2 at this scale", ""
-    txt = "; ".join(f"A_l {r} ({lb}): best corrected - literal {g:+.3f}, collapse rule {v}"
-                    + (f", {note}" if note else "") for lb, r, g, v, note in rows)
-    same = len({v for _, _, _, v, _ in rows}) == 1
-    return Outcome.INCONCLUSIVE, (
-        f"measurement: {txt}; the collapse rule's outcome "
-        + ("does not depend on the reading here" if same else "depends on the reading here")
-    ), ""
-
-
-RULE_A_MAP = Rule("weight-map", D.RULE_A_MAP, _decide_a_map, kind="measurement",
-                  reachable=("INCONCLUSIVE",))
+RULE_HEAD = _sweep_measured("head-size", D.RULE_HEAD, "s = {}", "head-size sweep", "s")
+RULE_A_MAP = _sweep_measured("weight-map", D.RULE_A_MAP, "A_l {}",
+                             "sweep over the readings of Eq. 2", "the reading")
 
 
 def _decide_collapse_global(ev: Mapping[str, Any]):
@@ -184,133 +176,14 @@ def specs(ctx: RunContext) -> list[RunSpec]:
     return out
 
 
-def head_of(spec: RunSpec, cfg: Mapping) -> int:
-    """The head size s of Eq. 2 for a unit: the config's, or a head=s sweep setting's."""
-    if spec.setting.startswith("head="):
-        return int(spec.setting.split("=", 1)[1])
-    return int(cfg["head_layers"])
-
-
-def a_map_of(spec: RunSpec) -> str:
-    """The reading of Eq. 2's A_l for a unit: identity, or an amap=reading setting's."""
-    return spec.setting.split("=", 1)[1] if spec.setting.startswith("amap=") else "identity"
-
-
-def _setting(spec: RunSpec, cfg: Mapping) -> tuple[str, dict, int | None, str, float]:
-    """(model, model kwargs, clients per round, layer unit, as-released rate factor)."""
-    model, kw, cpr = cfg["model"], dict(cfg["model_kw"]), cfg["clients_per_round"]
-    unit, factor = cfg.get("layer_unit", "tensor"), 1.0
-    if spec.setting.startswith("depth="):
-        model = spec.setting.split("=", 1)[1]
-        kw = dict(dict(cfg["depth_sweep"])[model])
-    elif spec.setting.startswith("cpr="):
-        cpr = int(spec.setting.split("=", 1)[1])
-    elif spec.setting.startswith("layer="):
-        unit = spec.setting.split("=", 1)[1]
-    elif spec.setting.startswith(("head=", "amap=")):
-        pass  # the head size s or the A_l reading of Eq. 2: read by head_of(), a_map_of()
-    elif spec.setting == X20:
-        if not model.startswith("cnn"):
-            raise AuditError("the release's x20 rate factor applies to its CNN only")
-        factor = 20.0
-    elif spec.setting:
-        raise AuditError(f"unknown setting {spec.setting!r}")
-    return model, kw, cpr, unit, factor
-
-
-def _federated(cfg: Mapping, seed: int, data_dir: str | None):
-    from audit.fl.data import dirichlet_partition, load_dataset, make_federated
-
-    ds = load_dataset(cfg["dataset"], data_dir=data_dir, seed=0)  # DatasetNotFound: AuditError
-    rng = np.random.default_rng([seed, 0])  # partition and splits: paired across arms
-    part = dirichlet_partition(ds.y_train, cfg["n_clients"], cfg["alpha"], rng)
-    return ds, make_federated(ds, part, cfg["val_fraction"], cfg["test_fraction"], rng)
-
-
 def run(spec: RunSpec, ctx: RunContext) -> dict:
-    """One arm at one seed in one setting: per-round structure, accuracy curves."""
-    import torch
+    """One arm at one seed in one setting: :func:`audit.papers.flayer.simulation.fl_run`."""
+    from audit.papers.flayer.simulation import fl_run
 
-    from audit.fl.engine import FLConfig, run_federated
-    from audit.fl.models import build_model
-
-    cfg = ctx.config
-    torch.set_num_threads(1)
-    model_name, kw, cpr, unit, factor = _setting(spec, cfg)
-    ds, fed = _federated(cfg, spec.seed, ctx.data_dir)
-
-    def model_fn():
-        return build_model(model_name, ds.num_classes, ds.in_channels, ds.image_size, **kw)
-
-    with torch.random.fork_rng(), torch.no_grad():  # the engine's initial model
-        torch.manual_seed(spec.seed)
-        init_norm = math.sqrt(sum(float((p.double() ** 2).sum())
-                                  for p in model_fn().parameters()))
-    alg = _flayer().make_algorithm(spec.arm, head_layers=head_of(spec, cfg),
-                                   layer_unit=unit, released_lr_factor=factor,
-                                   a_map=a_map_of(spec))
-    fl = FLConfig(rounds=cfg["rounds"], clients_per_round=cpr,
-                  local_epochs=cfg["local_epochs"], batch_size=cfg["batch_size"],
-                  lr=cfg["lr"], seed=spec.seed, device=ctx.device,
-                  eval_every=cfg["eval_every"], eval_init=True, layer_metrics=False,
-                  eval_val=True, amp=cfg.get("amp"))
-    h = run_federated(model_fn, fed, alg, fl, checkpoint=ctx.checkpoint(spec),
-                      on_round=ctx.on_round)
-    per_round = [{k: v for k, v in m.items() if k in D.KEEP_PER_ROUND or ":" in k} for m in h.algo]
-    planted, n_test_personal = _planted(model_fn, fed, alg, h, float(cfg["margin"]),
-                                        spec.seed, ctx.device)
-    return {
-        "planted_personal_acc": planted,
-        "n_test_personal": n_test_personal,
-        "init_norm": init_norm,
-        "eval_rounds": list(h.rounds),
-        "personal_acc": list(h.personal_acc),
-        "global_acc": list(h.test_acc),
-        "final_personal_acc": h.personal_acc[-1],
-        "final_global_acc": h.test_acc[-1],
-        # the verdict's metric read on the clients' validation splits instead of their test
-        # splits: what `audit tune` may choose settings by (validation_metrics below)
-        "val_personal_acc": list(h.val_acc),
-        "final_val_personal_acc": h.val_acc[-1],
-        "init_personal_acc": h.personal_acc[0],
-        "final_zero_frac": per_round[-1]["zero_frac"],
-        "norm_ratio": per_round[-1]["norm"] / init_norm,
-        "per_round": per_round,
-        "n_test_global": int(len(fed.y_test)),
-        "seconds": h.seconds,
-    }
-
-
-def _planted(model_fn, fed, alg, h, drop: float, seed: int, device) -> tuple[float, int]:
-    """Assay sensitivity through the pipeline: the final personal models' predictions on
-    each client's test split, with each CORRECT prediction relabelled to a random wrong
-    class with probability min(1, drop / acc_c) (acc_c the client's accuracy), so the
-    expected drop of every client's accuracy, and of their mean, is ``drop``. Returns
-    (planted mean personalised accuracy, total personal test examples)."""
-    import torch
-
-    model = model_fn().to(device)
-    rng = np.random.default_rng([seed, 7])
-    n_cls = int(fed.num_classes)
-    accs, total = [], 0
-    with torch.no_grad():
-        for k, c in enumerate(fed.clients):
-            n = len(c.y_test)
-            total += n
-            if n == 0:
-                continue
-            model.load_state_dict(alg.personal_state(h.final_state, h.client_states[k], k,
-                                                     len(h.algo)))
-            model.eval()
-            pred = model(c.x_test.to(device)).argmax(1).cpu().numpy()
-            y = c.y_test.cpu().numpy()
-            correct = pred == y
-            acc = float(correct.mean())
-            flip = correct & (rng.random(n) < (min(1.0, drop / acc) if acc > 0 else 0.0))
-            pred = pred.copy()
-            pred[flip] = (y[flip] + rng.integers(1, n_cls, int(flip.sum()))) % n_cls
-            accs.append(float((pred == y).mean()))
-    return float(np.mean(accs)), int(total)
+    _flayer()  # the arms in step with the algorithm's pieces
+    return fl_run(spec.arm, spec.seed, spec.setting, ctx.config, device=ctx.device,
+                  data_dir=ctx.data_dir, x20=X20, keep_per_round=D.KEEP_PER_ROUND,
+                  checkpoint=ctx.checkpoint(spec), on_round=ctx.on_round)
 
 
 # ------------------------------------------------------------------------------ analysis
@@ -387,14 +260,11 @@ def _structural(results, seeds) -> tuple[dict, list[Estimate]]:
 
 
 def evidence(results: Mapping[RunSpec, Mapping], ctx: RunContext) -> dict[str, Any]:
-    """The estimates the parts rest on and every decided part: what
-    :func:`audit.papers.flayer.present.masked_zero.analysis` presents (its ``EVIDENCE``)."""
-    CORRECTED = _flayer().CORRECTED
+    """Every comparison and decided part: what
+    :func:`audit.papers.flayer.present.masked_zero.analysis` presents (its ``EVIDENCE``),
+    with the estimates."""
+    corrected = _flayer().CORRECTED
     cfg, seeds = ctx.config, list(ctx.seeds)
-    E: list[Estimate] = []
-
-    def diff(name, a, b, what):  # every paired difference here is of accuracies
-        E.append(difference_estimate(name, a, b, "accuracy", what))
 
     def compare(arm, a, b, alpha_):  # the three-way rule on a - b and its assay sensitivity
         tw = stats.three_way(a, b, margin=margin, equivalence_margin=equiv, alpha=alpha_)
@@ -403,29 +273,17 @@ def evidence(results: Mapping[RunSpec, Mapping], ctx: RunContext) -> dict[str, A
     pers, glob, ratio, zeros = (results_table(results, key, ARM_NAMES, seeds) for key in (
         "final_personal_acc", "final_global_acc", "norm_ratio", "final_zero_frac"))
     n_test = results[RunSpec("literal", seeds[0], "")]["n_test_global"]
-    for arm in ARM_NAMES:
-        E.append(mean_estimate(f"{arm}_personal_acc", pers[arm], "accuracy",
-                               description=f"{arm}: final personalised accuracy (mean over seeds)"))
-        E.append(mean_estimate(f"{arm}_global_acc", glob[arm], "accuracy",
-                               description=f"{arm}: final global-model accuracy"))
-    E.append(mean_estimate("literal_final_zero_fraction", zeros["literal"], "fraction",
-                           "literal: fraction of exact zeros in the final global parameters"))
-    E.append(mean_estimate("literal_norm_ratio", ratio["literal"], "ratio",
-                           "literal: final / initial global L2 norm (parameters)"))
-    E += [mean_estimate(f"{arm}_norm_ratio", ratio[arm], "ratio", f"{arm}: final / initial norm")
-          for arm in CORRECTED + ("as-released", "fedavg")]
 
     # ---- structural (exact, every literal round of every setting)
     ev_s, est_s = _structural(results, seeds)
     part_s = RULE_STRUCTURAL(ev_s)
-    E += est_s
 
     # ---- parameters of every decision (alpha scaled by the sequential look's share)
     frac = float(getattr(ctx, "alpha_fraction", 1.0))
     alpha = ALPHA * frac
     margin = float(cfg.get("margin", MARGIN))
     equiv = float(cfg.get("equivalence_margin", EQUIV))
-    k = len(CORRECTED)
+    k = len(corrected)
     alpha_k = alpha / k
     n_pers = results[RunSpec("literal", seeds[0], "")].get("n_test_personal", n_test)
     resolution = 1.0 / n_pers  # one personal test example, in the mean over clients
@@ -440,47 +298,13 @@ def evidence(results: Mapping[RunSpec, Mapping], ctx: RunContext) -> dict[str, A
     tw_p = stats.three_way(pers[PREMISE_ARM], pers["fedavg"], margin=0.0,
                            equivalence_margin=equiv, alpha=alpha, sensitive=prem_sens)
     premise = premise_of(tw_p, sensitivity=prem_sens_txt)
-    E.append(premise.estimate)
-    diff("literal_minus_fedavg", pers["literal"], pers["fedavg"], "literal - fedavg, final "
-         "personalised accuracy: does the printed rule train at all against plain FedAvg")
 
     # ---- collapse (base setting)
-    best = max(CORRECTED, key=lambda a: float(pers[a].mean()))
+    best = max(corrected, key=lambda a: float(pers[a].mean()))
     tw, sens_ok, sens_txt = compare(best, pers[best], pers["literal"], alpha_k)
-    diff("gap_best_corrected_minus_literal", pers[best], pers["literal"],
-         f"{best} - literal, final personalised accuracy (paired)")
-    diff("gap_best_corrected_minus_literal_global", glob[best], glob["literal"],
-         f"{best} - literal, final global accuracy (paired)")
-    E.append(Estimate("tost_literal_like_best_p", tw.tost.p_value, unit="p",
-                      description=f"equivalence p (the larger of the rule's two exact "
-                      f"sign-test p-values), literal within +-{equiv:g} of {best} "
-                      f"(equivalent: {tw.tost.equivalent})"))
-    E.append(Estimate("assay_sensitivity", float(sens_ok), unit="bool",
-                      description=sens_txt))
-    for arm in CORRECTED:
-        diff(f"gap_{arm}_minus_literal", pers[arm], pers["literal"],
-             f"{arm} - literal, final personalised accuracy")
-
-    # ---- where as-released lands
-    asr = pers["as-released"]
-    span = float(pers[best].mean() - pers["literal"].mean())
-    pos = float((asr.mean() - pers["literal"].mean()) / span) if span else float("nan")
-    E.append(Estimate("as_released_position", pos, unit="fraction",
-                      description=f"(as-released - literal) / ({best} - literal), means; "
-                      "0 = at literal, 1 = at the best corrected arm"))
-    diff("as_released_minus_literal", asr, pers["literal"],
-         "as-released - literal, final personalised accuracy")
-    diff("as_released_minus_best_corrected", asr, pers[best],
-         f"as-released - {best}, final personalised accuracy")
-    diff("fedavg_minus_literal_global", glob["fedavg"], glob["literal"],
-         "fedavg - literal, final global accuracy")
-    mults = {a: max(m["max_lr_mult"] for s in seeds
-                    for m in results[RunSpec(a, s, "")]["per_round"]) for a in ARM_NAMES}
-    E.append(Estimate("literal_max_eq4_multiplier", mults["literal"], unit="x",
-                      description="largest Eq. 4 multiplier in any literal round"))
 
     # ---- sweeps (same rule, same alpha/k; reported, not in the verdict)
-    sweep_rows, sweep_txt, sweep_out, sweep_notes, gaps = [], [], {}, {}, {}
+    sweep_rows, sweep_txt, sweep_out, sweep_notes, gaps, sweep_gaps = [], [], {}, {}, {}, []
     cpr_base = "all" if cfg["clients_per_round"] is None else cfg["clients_per_round"]
     settings = [("", cfg["model"], cpr_base)] + _sweeps(cfg)
     sweep_ids = [st for st, _, _ in settings[1:]]
@@ -492,7 +316,7 @@ def evidence(results: Mapping[RunSpec, Mapping], ctx: RunContext) -> dict[str, A
         if len(sds) < 2 or "literal" not in arms_here:
             continue
         p = results_table(results, "final_personal_acc", arms_here, sds, st)
-        corr = [a for a in arms_here if a in CORRECTED]
+        corr = [a for a in arms_here if a in corrected]
         kk = len(corr)
         b = max(corr, key=lambda a: float(p[a].mean()))
         t = stats.three_way(p[b], p["literal"], margin=margin, equivalence_margin=equiv,
@@ -532,8 +356,7 @@ def evidence(results: Mapping[RunSpec, Mapping], ctx: RunContext) -> dict[str, A
                            f"[{d.low:.4f}, {d.high:.4f}]", f"{alpha / kk:.4g}", o.value))
         sweep_txt.append(f"{label}: gap {d.mean:.3f} [{d.low:.3f}, {d.high:.3f}] -> {o.value}")
         if st:
-            diff(f"gap_{st.replace('=', '_')}", p[b], p["literal"],
-                 f"{st}: {b} - literal, final personalised accuracy")
+            sweep_gaps.append((st, b, p[b], p["literal"]))
     disagree = [lb for lb, o in sweep_out.items() if lb != "base" and o != sweep_out["base"]]
     closest, closest_why = closest_to_paper([(r[0], r[1], r[2], r[4]) for r in sweep_rows])
     setting_rows = tuple({"setting": lb, "verdict": o.value, "base": lb == "base",
@@ -560,28 +383,20 @@ def evidence(results: Mapping[RunSpec, Mapping], ctx: RunContext) -> dict[str, A
                            equivalence_margin=equiv, alpha=alpha_k)
     part_g = RULE_COLLAPSE_GLOBAL({"three_way": tw_g, "best": best},
                                   params={"rule": tw_g.text()})
-    head_rows = [(lb, head_of(RunSpec("literal", seeds[0], "" if lb == "base" else lb), cfg),
+    head_rows = [(lb, head_of("" if lb == "base" else lb, cfg),
                   gaps[lb], sweep_out[lb].value, sweep_notes.get(lb, ""))
                  for lb in sweep_out if lb == "base" or lb.startswith("head=")]
     part_h = RULE_HEAD({"rows": head_rows})
-    a_rows = [(lb, a_map_of(RunSpec("literal", seeds[0], "" if lb == "base" else lb)),
+    a_rows = [(lb, a_map_of("" if lb == "base" else lb),
                gaps[lb], sweep_out[lb].value, sweep_notes.get(lb, ""))
               for lb in sweep_out if lb == "base" or lb.startswith("amap=")]
     part_a = RULE_A_MAP({"rows": a_rows})
     parts = (part_s, part_c, part_co, part_g, part_h, part_a)
     eq4 = eq4_table()
-    found = locals()
-    return {k: found[k] for k in P.EVIDENCE}
+    return kit.gather(P.EVIDENCE, locals())
 
 
-def analyse(results: Mapping[RunSpec, Mapping], ctx: RunContext) -> Analysis:
-    return P.analysis(evidence(results, ctx), results, ctx)
-
-
-def decide(results, ctx: RunContext) -> tuple:
-    """The parts and premise alone (``Claim.decide``: what stability re-decides per seed)."""
-    ev = evidence(results, ctx)
-    return ev["parts"], ev["premise"]
+analyse, decide = kit.staged(evidence, P.analysis)
 
 
 QUESTIONS = D.QUESTIONS

@@ -15,7 +15,7 @@ import numpy as np
 
 from audit import kit, questions, stats
 from audit.analysis import results_table
-from audit.claims import Analysis, AuditError, Claim, RunContext, RunSpec
+from audit.claims import AuditError, Claim, RunContext, RunSpec
 from audit.papers.genefl.declarations import inverted_cosine as D
 from audit.papers.genefl.present import inverted_cosine as P
 from audit.papers.genefl.declarations.inverted_cosine import (  # noqa: F401 (tests)
@@ -417,18 +417,10 @@ def evidence(results, ctx: RunContext) -> dict:
                               f"{r['premise']}"} for r in sweep_rows)
 
     bottom_match = _gene_match(results, seeds, "bottom-gamma")
-    found = locals()
-    return {k: found[k] for k in P.EVIDENCE}
+    return kit.gather(P.EVIDENCE, locals())
 
 
-def analyse(results, ctx: RunContext) -> Analysis:
-    return P.analysis(evidence(results, ctx), results, ctx)
-
-
-def decide(results, ctx: RunContext) -> tuple:
-    """The parts and premise alone (``Claim.decide``: what stability re-decides per seed)."""
-    ev = evidence(results, ctx)
-    return ev["parts"], ev["premise"]
+analyse, decide = kit.staged(evidence, P.analysis)
 
 CLAIM = Claim(
     searches=D.SEARCHES,

@@ -13,8 +13,8 @@ from typing import Mapping
 
 import numpy as np
 
-from audit.claims import Analysis, AuditError, Claim, RunContext, RunSpec
-from audit import questions
+from audit.claims import AuditError, Claim, RunContext, RunSpec
+from audit import kit, questions
 from audit.papers.genefl.declarations import uplink_bytes as D
 from audit.papers.genefl.present import uplink_bytes as P
 from audit.verdict import Outcome, Rule
@@ -339,12 +339,10 @@ def evidence(results, ctx: RunContext) -> dict:
                                    "n_lo": sweep[0]["participants"],
                                    "n_hi": sweep[-1]["participants"]}),
              RULE_FORMULA(ev, params={"rounds": R0, "tol": 0.01}))
-    found = locals()
-    return {k: found[k] for k in P.EVIDENCE}
+    return kit.gather(P.EVIDENCE, locals())
 
 
-def analyse(results, ctx: RunContext) -> Analysis:
-    return P.analysis(evidence(results, ctx), ctx)
+analyse = kit.staged(evidence, P.analysis)[0]  # exact: nothing to re-decide per seed
 
 QUESTIONS = D.QUESTIONS
 COMBINATION = questions.combination(QUESTIONS)

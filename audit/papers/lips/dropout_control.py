@@ -11,16 +11,16 @@ the decisions and the evidence they rest on (``evidence``);
 from __future__ import annotations
 
 import math
-import time
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping
 
 import numpy as np
 
 from audit import kit, questions, stats
-from audit.claims import Analysis, AuditError, Claim, RunContext, RunSpec
+from audit.claims import AuditError, Claim, RunContext, RunSpec
 from audit.papers.lips.declarations import dropout_control as D
 from audit.papers.lips.present import dropout_control as P
+from audit.papers.lips.simulation import curve_every
 from audit.papers.lips.declarations.dropout_control import (  # noqa: F401 (re-exported)
     ARMS, CLAIM_ID, CONTROLS, COS_MARGIN, N_COMPARISONS, SCALES, SEARCHES)
 from audit.verdict import Estimate, Outcome, Premise, Rule, on_reviewer, premise_gate
@@ -131,62 +131,18 @@ def _freeze_round(cfg: Mapping) -> int:
 
 
 def run(spec: RunSpec, ctx: RunContext) -> dict:
-    import torch
-
-    from audit.fl.engine import FLConfig, run_federated
-    from audit.fl.models import build_model
-    from audit.papers.lips import algorithm as lips
+    """One arm at one tuning candidate and seed: its piece built into FedBN's run
+    (:func:`audit.papers.lips.simulation.fl_run`)."""
+    from audit.papers.lips.simulation import fl_run
 
     cfg = ctx.config
-    torch.set_num_threads(1 if ctx.device == "cpu" else torch.get_num_threads())
     cand = int(spec.setting.split("=")[1]) if spec.setting else 0
     hp = candidates(cfg, spec.arm)[cand]
-    ds = lips.dataset(cfg, ctx.data_dir)
-    fed = lips.build_clients(ds, cfg, spec.seed)
     alg, model_kw, over = make_arm(spec.arm, hp, cfg)
-    rounds = int(over.get("rounds", cfg["rounds"]))
-    fl = FLConfig(rounds=rounds, batch_size=int(cfg["batch_size"]), lr=float(cfg["lr"]),
-                  momentum=float(cfg["momentum"]), local_epochs=int(cfg["local_epochs"]),
-                  weight_decay=float(over.get("weight_decay", 0.0)), seed=int(spec.seed),
-                  device=ctx.device, eval_every=rounds, eval_val=True,
-                  layer_metrics=False, amp=cfg.get("amp"))
-
-    def model_fn():
-        return build_model(cfg["model"], ds.num_classes, ds.in_channels, ds.image_size,
-                           width=cfg["width"], **model_kw)
-
-    t0 = time.perf_counter()
     # a killed long run resumes from its last checkpoint (None when caching is off)
-    h = run_federated(model_fn, fed, alg, fl, checkpoint=ctx.checkpoint(spec),
-                      checkpoint_every=int(cfg.get("checkpoint_every", 5)),
-                      on_round=ctx.on_round)
-    cos = [a.get("middle_cos") for a in h.algo]
-    zero = [a["middle_zero_frac"] for a in h.algo]
-    last = h.algo[-1]
-    # every curve round: the personalised test accuracy and train minus test (the
-    # overfitting gap; train accuracy on each client's own training split, averaged over
-    # clients as the test accuracy is), from the probe
-    curve = [(t, a) for t, a in enumerate(h.algo, 1) if "curve_test_acc" in a]
-    return {
-        "hp": hp, "rounds": rounds,
-        "test_acc": float(h.personal_acc[-1]),  # personalised, client test splits
-        "val_acc": float(h.val_acc[-1]),  # personalised, client validation splits
-        "n_test": int(sum(len(c.y_test) for c in fed.clients)),
-        "middle_cos": cos, "middle_zero_frac": zero,
-        "final_layer_cos": {k[4:]: v for k, v in last.items() if k.startswith("cos:")},
-        "curve_rounds": [t for t, _ in curve],
-        "test_curve": [a["curve_test_acc"] for _, a in curve],
-        "gap_curve": [a["curve_train_acc"] - a["curve_test_acc"] for _, a in curve],
-        "seconds": time.perf_counter() - t0,
-    }
-
-
-def curve_every(cfg: Mapping) -> int:
-    """The accuracy curves (train / test per client, for the overfitting gap and the best
-    round) are read every ``rounds // curve_points`` rounds of the scale (the same rounds
-    for every arm; at least 1) and at each arm's last round. Reading them does not touch
-    training (eval mode, no RNG), so every other number is the same at any value."""
-    return max(1, int(cfg["rounds"]) // max(1, int(cfg["curve_points"])))
+    return {"hp": hp, **fl_run(alg, model_kw, over, cfg, int(spec.seed), device=ctx.device,
+                               data_dir=ctx.data_dir, checkpoint=ctx.checkpoint(spec),
+                               on_round=ctx.on_round)}
 
 
 # ---------------------------------------------------------------------------- analysis
@@ -217,30 +173,6 @@ def _selected(results, arm: str, ctx: RunContext) -> dict:
 
 
 # --------------------------------------------------------------------------- decisions
-def _outcome(match, beaten, needed: list[str]) -> tuple[Outcome, str]:
-    """CONFIRMED when some comparison matches LIPS, REFUTED when LIPS beats every one,
-    else INCONCLUSIVE with what would decide it (``needed``: "<comparison>: <n> pairs")."""
-    if any(match):
-        return Outcome.CONFIRMED, ""
-    if all(beaten):
-        return Outcome.REFUTED, ""
-    return Outcome.INCONCLUSIVE, (D.NEEDS_SEEDS + ", ".join(needed) if needed
-                                  else D.NEEDS_OTHER)
-
-
-def _flip_info(tws: Mapping[str, Any], outcome: Outcome, resolution: float) -> dict:
-    """The flip distance of a family part: CONFIRMED rests on its FALSIFIED comparisons
-    (all must flip: the largest of their flips), REFUTED on every SUPPORTED one (any flip
-    breaks it: the smallest); INCONCLUSIVE: the smallest flip of any comparison."""
-    flips = {k: tw.flip for k, tw in tws.items() if tw.flip is not None}
-    if outcome == Outcome.CONFIRMED:
-        f = [flips[k] for k, tw in tws.items() if tw.outcome == "FALSIFIED" and k in flips]
-        flip = max(f) if f else None
-    else:
-        flip = min(flips.values()) if flips else None
-    return {"flip": flip, "resolution": resolution, "unit": "points"}
-
-
 def _decide_family(tws: Mapping[str, Any], sensitive: bool, resolution: float = math.nan):
     """CONFIRMED when some comparison shows the alternative equivalent to LIPS or better
     (three-way outcome FALSIFIED for "LIPS beats it"); REFUTED when LIPS beats every one
@@ -250,11 +182,12 @@ def _decide_family(tws: Mapping[str, Any], sensitive: bool, resolution: float = 
     reason = " | ".join(f"lips vs {k}: {tw.reason}" for k, tw in tws.items())
     if not sensitive:
         reason = D.NO_SENSITIVITY_FAMILY + reason
-    out, needs = _outcome([o == Outcome.CONFIRMED for o in on],
-                          [o == Outcome.REFUTED for o in on],
-                          [f"{k}: {tw.seeds_needed} pairs" for k, tw in tws.items()
-                           if tw.outcome == "INCONCLUSIVE" and tw.seeds_needed])
-    return out, reason, needs, _flip_info(tws, out, resolution)
+    out, needs = kit.family_outcome([o == Outcome.CONFIRMED for o in on],
+                                    [o == Outcome.REFUTED for o in on],
+                                    [f"{k}: {tw.seeds_needed} pairs" for k, tw in tws.items()
+                                     if tw.outcome == "INCONCLUSIVE" and tw.seeds_needed],
+                                    needs_seeds=D.NEEDS_SEEDS, needs_other=D.NEEDS_OTHER)
+    return out, reason, needs, kit.family_flip(tws, out, resolution=resolution, unit="points")
 
 
 def _decide_one(label: str):
@@ -346,10 +279,11 @@ def _decide_both(tw_acc: Mapping[str, Any], tw_cos: Mapping[str, Any], sensitive
     missing = [w for w, ok in (("accuracy", sensitive), ("cosine", cos_sensitive)) if not ok]
     if missing:
         reason = D.NO_SENSITIVITY_ON.format(" and ".join(missing)) + reason
-    out, needs = _outcome(match, beaten, [
+    out, needs = kit.family_outcome(match, beaten, [
         f"{c} ({w}): {tw.seeds_needed} pairs" for w, d_ in (("accuracy", tw_acc),
                                                              ("cosine", tw_cos))
-        for c, tw in d_.items() if tw.outcome == "INCONCLUSIVE" and tw.seeds_needed])
+        for c, tw in d_.items() if tw.outcome == "INCONCLUSIVE" and tw.seeds_needed],
+        needs_seeds=D.NEEDS_SEEDS, needs_other=D.NEEDS_OTHER)
     flips = [tw.flip for tw in tw_acc.values() if tw.flip is not None]
     return out, reason, needs, {"flip": min(flips) if flips else None,
                                 "resolution": resolution, "unit": "points"}
@@ -498,18 +432,10 @@ def evidence(results, ctx: RunContext) -> dict[str, Any]:
         RULE_BEST_ROUND(bml, at_last, at_best, params=curves),
     )
     freeze_round = _freeze_round(cfg)
-    found = locals()
-    return {k: found[k] for k in P.EVIDENCE}
+    return kit.gather(P.EVIDENCE, locals())
 
 
-def analyse(results, ctx: RunContext) -> Analysis:
-    return P.analysis(evidence(results, ctx), ctx)
-
-
-def decide(results, ctx: RunContext) -> tuple:
-    """The parts and premise alone (``Claim.decide``: what stability re-decides per seed)."""
-    ev = evidence(results, ctx)
-    return ev["parts"], ev["premise"]
+analyse, decide = kit.staged(evidence, P.analysis)
 
 
 CLAIM = Claim(

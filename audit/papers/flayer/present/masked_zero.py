@@ -12,6 +12,7 @@ from typing import Any, Mapping
 import numpy as np
 
 from audit import kit, questions, stats
+from audit.analysis import difference_estimate, mean_estimate
 from audit.claims import Analysis, Figure, RunContext, RunSpec, Table
 from audit.papers.flayer.declarations import masked_zero as D
 from audit.papers.flayer.declarations.masked_zero import ARMS, PREMISE_ARM, X20
@@ -21,9 +22,69 @@ from audit.verdict import Estimate
 ARM_NAMES = tuple(a.name for a in ARMS)
 #: what :func:`analysis` reads from the evidence, in the order it unpacks it
 EVIDENCE = (
-    "E", "pers", "glob", "ratio", "zeros", "n_test", "n_pers", "resolution", "best",
-    "pos", "mults", "margin", "equiv", "alpha", "frac", "k", "alpha_k", "premise",
-    "sweep_rows", "setting_rows", "parts", "eq4")
+    "est_s", "pers", "glob", "ratio", "zeros", "n_test", "n_pers", "resolution", "best",
+    "corrected", "tw", "sens_ok", "sens_txt", "sweep_gaps", "margin", "equiv", "alpha",
+    "frac", "k", "alpha_k", "premise", "sweep_rows", "setting_rows", "parts", "eq4")
+
+
+def _estimates(results, seeds, pers, glob, ratio, zeros, est_s, premise, best, corrected,
+               tw, sens_ok, sens_txt, equiv, sweep_gaps) -> tuple[list[Estimate], float, dict]:
+    """The estimates of the evidence, in the report's order; with as-released's position
+    between literal and the best corrected arm and each arm's largest Eq. 4 multiplier."""
+    E: list[Estimate] = []
+
+    def diff(name, a, b, what):  # every paired difference here is of accuracies
+        E.append(difference_estimate(name, a, b, "accuracy", what))
+
+    for arm in ARM_NAMES:
+        E.append(mean_estimate(f"{arm}_personal_acc", pers[arm], "accuracy",
+                               description=f"{arm}: final personalised accuracy (mean over seeds)"))
+        E.append(mean_estimate(f"{arm}_global_acc", glob[arm], "accuracy",
+                               description=f"{arm}: final global-model accuracy"))
+    E.append(mean_estimate("literal_final_zero_fraction", zeros["literal"], "fraction",
+                           "literal: fraction of exact zeros in the final global parameters"))
+    E.append(mean_estimate("literal_norm_ratio", ratio["literal"], "ratio",
+                           "literal: final / initial global L2 norm (parameters)"))
+    E += [mean_estimate(f"{arm}_norm_ratio", ratio[arm], "ratio", f"{arm}: final / initial norm")
+          for arm in corrected + ("as-released", "fedavg")]
+    E += est_s
+    E.append(premise.estimate)
+    diff("literal_minus_fedavg", pers["literal"], pers["fedavg"], "literal - fedavg, final "
+         "personalised accuracy: does the printed rule train at all against plain FedAvg")
+    diff("gap_best_corrected_minus_literal", pers[best], pers["literal"],
+         f"{best} - literal, final personalised accuracy (paired)")
+    diff("gap_best_corrected_minus_literal_global", glob[best], glob["literal"],
+         f"{best} - literal, final global accuracy (paired)")
+    E.append(Estimate("tost_literal_like_best_p", tw.tost.p_value, unit="p",
+                      description=f"equivalence p (the larger of the rule's two exact "
+                      f"sign-test p-values), literal within +-{equiv:g} of {best} "
+                      f"(equivalent: {tw.tost.equivalent})"))
+    E.append(Estimate("assay_sensitivity", float(sens_ok), unit="bool",
+                      description=sens_txt))
+    for arm in corrected:
+        diff(f"gap_{arm}_minus_literal", pers[arm], pers["literal"],
+             f"{arm} - literal, final personalised accuracy")
+    # ---- where as-released lands
+    asr = pers["as-released"]
+    span = float(pers[best].mean() - pers["literal"].mean())
+    pos = float((asr.mean() - pers["literal"].mean()) / span) if span else float("nan")
+    E.append(Estimate("as_released_position", pos, unit="fraction",
+                      description=f"(as-released - literal) / ({best} - literal), means; "
+                      "0 = at literal, 1 = at the best corrected arm"))
+    diff("as_released_minus_literal", asr, pers["literal"],
+         "as-released - literal, final personalised accuracy")
+    diff("as_released_minus_best_corrected", asr, pers[best],
+         f"as-released - {best}, final personalised accuracy")
+    diff("fedavg_minus_literal_global", glob["fedavg"], glob["literal"],
+         "fedavg - literal, final global accuracy")
+    mults = {a: max(m["max_lr_mult"] for s in seeds
+                    for m in results[RunSpec(a, s, "")]["per_round"]) for a in ARM_NAMES}
+    E.append(Estimate("literal_max_eq4_multiplier", mults["literal"], unit="x",
+                      description="largest Eq. 4 multiplier in any literal round"))
+    for st, b, a_vals, lit in sweep_gaps:
+        diff(f"gap_{st.replace('=', '_')}", a_vals, lit,
+             f"{st}: {b} - literal, final personalised accuracy")
+    return E, pos, mults
 
 
 def _row(x):
@@ -98,10 +159,11 @@ def analysis(ev: Mapping[str, Any], results: Mapping[RunSpec, Mapping],
     """The claim's :class:`Analysis` from its evidence ``ev`` (keys: :data:`EVIDENCE`) and
     the runs' curves (``results``)."""
     cfg, seeds = ctx.config, list(ctx.seeds)
-    (E, pers, glob, ratio, zeros, n_test, n_pers, resolution, best, pos, mults,
-     margin, equiv, alpha, frac, k, alpha_k, premise, sweep_rows, setting_rows,
-     parts, eq4) = (ev[k] for k in EVIDENCE)
-    E = list(E)
+    (est_s, pers, glob, ratio, zeros, n_test, n_pers, resolution, best, corrected, tw,
+     sens_ok, sens_txt, sweep_gaps, margin, equiv, alpha, frac, k, alpha_k, premise,
+     sweep_rows, setting_rows, parts, eq4) = (ev[k] for k in EVIDENCE)
+    E, pos, mults = _estimates(results, seeds, pers, glob, ratio, zeros, est_s, premise, best,
+                               corrected, tw, sens_ok, sens_txt, equiv, sweep_gaps)
     # ---- as-released with the release's x20 rate factor (reported)
     x20_seeds = [s for s in seeds if RunSpec("as-released", s, X20) in results]
     x20_txt = D.X20_NOT_RUN

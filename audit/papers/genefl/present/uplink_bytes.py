@@ -10,7 +10,7 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from audit.claims import Analysis, Figure, RunContext, Table
+from audit.claims import Analysis, Figure, RunContext, RunSpec, Table
 from audit.papers.genefl.declarations import uplink_bytes as D
 from audit.verdict import Estimate
 
@@ -20,8 +20,10 @@ EVIDENCE = (
     "flip_n", "flip_n25", "grid", "K0", "parts")
 
 
-def analysis(ev: Mapping[str, Any], ctx: RunContext) -> Analysis:
-    """The claim's :class:`Analysis` from its evidence ``ev`` (keys: :data:`EVIDENCE`)."""
+def analysis(ev: Mapping[str, Any], results: Mapping[RunSpec, Mapping],
+             ctx: RunContext) -> Analysis:
+    """The claim's :class:`Analysis` from its evidence ``ev`` (keys: :data:`EVIDENCE`);
+    ``results`` (the runs) is not read: the evidence holds what the report shows."""
     cfg = ctx.config
     (fa, g9, gs, sim, M, c9, cs, val, formula, sweep, assumed, flip_n, flip_n25,
      grid, K0, parts) = (ev[k] for k in EVIDENCE)

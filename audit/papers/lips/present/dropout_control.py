@@ -12,7 +12,7 @@ import numpy as np
 
 from audit import kit, stats
 from audit.analysis import difference_estimate, mean_estimate
-from audit.claims import Analysis, Figure, RunContext, Table
+from audit.claims import Analysis, Figure, RunContext, RunSpec, Table
 from audit.papers.lips.declarations import dropout_control as D
 from audit.papers.lips.declarations.dropout_control import ARMS, CONTROLS, N_COMPARISONS
 from audit.papers.lips.declarations.dropout_control import COS_MARGIN
@@ -102,8 +102,10 @@ def _figures(sel, acc) -> tuple[Figure, ...]:
             Figure(*D.FIG_GAP, tuple(gaps), caption=D.FIG_GAP_CAPTION))
 
 
-def analysis(ev: Mapping[str, Any], ctx: RunContext) -> Analysis:
-    """The claim's :class:`Analysis` from its evidence ``ev`` (keys: :data:`EVIDENCE`)."""
+def analysis(ev: Mapping[str, Any], results: Mapping[RunSpec, Mapping],
+             ctx: RunContext) -> Analysis:
+    """The claim's :class:`Analysis` from its evidence ``ev`` (keys: :data:`EVIDENCE`);
+    ``results`` (the runs) is not read: the evidence holds what the report shows."""
     cfg = ctx.config
     (sel, acc, cos_final, gap, peak, best, last, bml, parts, premise, cmp, tw_rand, tw_gap,
      tw_prem, tw_sens, tw_sens_side, tw_acc, tw_cos, cos_freeze, opt, at_last, at_best,
