@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import torch
 
-from audit.papers.genefl.inverted_cosine import perturbation_test, selection_stats
+from audit.papers.genefl.simulation import perturbation_test, selection_stats
 from audit.pytest_plugin import check_lock
 
 CLAIM = "genefl-inverted-cosine"

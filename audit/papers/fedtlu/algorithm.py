@@ -458,3 +458,85 @@ def planted_abstention(losses: np.ndarray, vocab: int, rel: float,
     planted = losses.copy()
     planted[idx] = logv
     return {"loss": float(planted.mean()), "f": f, "k": k}
+
+
+def exact_results(n_random: int, eta_l, ratios, deltas) -> dict:
+    """Every exact number of part 1 of ``fedtlu-lower-bound`` (and the score's
+    properties), JSON-able: the isotropic test, Assumption (b) held with slack, the
+    separable sweep over ``eta_l`` x ``ratios`` x ``deltas`` (tight and loose L), its
+    simplest counterexample at the reviewer's numbers, ``n_random`` coupled quadratics
+    each side (indefinite and PSD), the figures' curves, and the score's invariance and
+    identity on random updates (fixed generators)."""
+    iso = isotropic_test(L=3, eta=1, delta_frac=Fraction(1, 20), w_norm2=1)
+    # Assumption (b) as an inequality: the subset really holds 0.99 A, the bound is still
+    # written with delta = 0.05 A (the sign of (1 - eta*L/2) flips the substitution)
+    slack = TwoBlock(c_S=3, c_R=3, eta=1, A=9, delta=Fraction(9, 20),
+                         slack=Fraction(9, 20) - Fraction(9, 100))
+    rows = sweep(eta_l, ratios, deltas, looseness=(1, 2))
+    tight = [r for r in rows if r.L == max(r.c_S, r.c_R)]
+    ce = [r for r in tight if r.counterexample]
+    hi = [r for r in tight if r.eta * r.L > 2]
+    lb_neg_hi = all(r.lb_full < 0 and r.lb_subset < 0 for r in hi)
+    # the analytic region: a counterexample iff eta*L > 2 > eta*c_R (delta > 0)
+    region_ok = all(r.counterexample == (r.eta * r.L > 2 and r.eta * r.c_R < 2)
+                    for r in tight)
+    loose_ce = [r for r in rows if r.L > max(r.c_S, r.c_R) and r.counterexample
+                and r.d_full > 0 and r.d_subset > 0]
+    simplest = min(ce, key=lambda r: (r.eta * r.L != 3, r.delta != Fraction(1, 20),
+                                      -(min(r.c_R, r.c_S) / max(r.c_R, r.c_S)), r.c_R))
+    # rescale to the reviewer's numbers (A = 9, eta = 1, L = 3): every D and bound scales by A
+    simplest9 = TwoBlock(c_S=simplest.c_S, c_R=simplest.c_R, eta=1, A=9,
+                             delta=simplest.delta * 9)
+
+    # coupled (non-separable) quadratics, indefinite and positive semidefinite
+    rand = {}
+    for name, neg in (("indefinite", True), ("psd", False)):
+        q = random_quadratics(np.random.default_rng([2412, 17692, int(neg)]),
+                                  n_random, negative=neg)
+        hiq = q["etaL"] > 2
+        is_ce = (q["lb_subset"] > q["lb_full"]) & (q["d_full"] > q["d_subset"])
+        tol = 1e-9 * (1 + np.abs(q["lb_full"]))
+        rand[name] = {
+            "n": int(q["etaL"].size), "n_high": int(hiq.sum()),
+            "counterexample_frac_high": float(is_ce[hiq].mean()),
+            "counterexample_frac_low": float(is_ce[~hiq].mean()),
+            "both_increase_frac_high": float(((q["d_full"] < 0) & (q["d_subset"] < 0))[hiq].mean()),
+            "lemma_violations": int(((q["d_full"] < q["lb_full"] - tol)
+                                     | (q["d_subset"] < q["lb_subset"] - tol)).sum()),
+        }
+
+    # curves for the figures: the isotropic test and the simplest counterexample's shape
+    grid = [Fraction(k, 10) for k in range(0, 41)]
+    curves = {}
+    for name, cS, cR in (("isotropic", 3, 3), ("counterexample", simplest9.c_S, simplest9.c_R)):
+        pts = [TwoBlock(c_S=Fraction(cS) * g / 3, c_R=Fraction(cR) * g / 3, eta=1, A=9,
+                            delta=Fraction(9, 20)) for g in grid]  # eta*L = g
+        curves[name] = {k: [float(getattr(p, k)) for p in pts]
+                        for k in ("d_full", "d_subset", "lb_full", "lb_subset")}
+        curves[name]["etaL"] = [float(g) for g in grid]
+
+    # the score's properties on random updates (fixed generator)
+    rng = np.random.default_rng([2412, 1])
+    inv_err, id_err = 0.0, 0.0
+    for _ in range(200):
+        n = int(rng.integers(2, 400))
+        x = rng.standard_normal(n) * rng.uniform(0.01, 10) + rng.normal(0, 3)
+        s = score(x)
+        id_err = max(id_err, abs(s - score_identity(x)) / s)
+        for c in (1e-3, 0.5, -2.0, 7.0, 1e3):
+            inv_err = max(inv_err, abs(score(c * x) - s) / s)
+    return {
+        "iso": iso.row(), "slack": slack.row(),
+        "sweep_n_tight": len(tight), "sweep_n_high": len(hi),
+        "sweep_n_counterexamples": len(ce),
+        "sweep_n_both_increase_high": sum(r.both_increase for r in hi),
+        "sweep_lb_negative_high": lb_neg_hi, "sweep_region_ok": region_ok,
+        "sweep_n_loose_both_decrease_ce": len(loose_ce),
+        "loose_example": loose_ce[0].row() if loose_ce else None,
+        "simplest": simplest9.row(), "simplest_weights": simplest9.weights(),
+        "random": rand, "curves": curves,
+        "score_invariance_max_rel_err": inv_err, "score_identity_max_rel_err": id_err,
+        "score_constant": score(np.full(10, 0.3)), "score_zero": score(np.zeros(10)),
+        "score_scaled_example": [score(c * np.array([1.0, 2.0, 3.0, -1.0]))
+                                 for c in (1e-3, 1.0, 1e3)],
+    }

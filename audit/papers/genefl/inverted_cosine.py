@@ -50,71 +50,6 @@ PIECES: dict[str, ArmPiece] = {
 assert tuple(PIECES) == ARM_NAMES, "PIECES out of step with D.ARMS"
 
 
-# ---------------------------------------------------------------- perturbation test
-def perturbation_test(state, layers, seed: int, delta: float = D.DELTA) -> list[dict]:
-    """For every ordered pair (perturbed l, untouched m): move layer l of a copy of the
-    trained ``state`` by ``delta * ||theta_l||`` in a random direction orthogonal to it
-    (seeded; each tensor of the layer alike), so that the moved layer's cosine is exactly
-    1 / sqrt(1 + delta^2) (0.894 at delta 0.5); score both with Eq. 9 and record whether
-    the untouched m scores higher."""
-    import torch
-
-    from audit.papers.genefl.algorithm import layer_dims, layer_score
-
-    dims = layer_dims(state, layers)
-    g = torch.Generator().manual_seed(10_007 + seed)
-    rows = []
-    names = list(layers)
-    for l in names:
-        moved = {k: v.clone() for k, v in state.items()}
-        for k in layers[l]:
-            t = moved[k].double()
-            u = torch.randn(t.shape, generator=g, dtype=torch.float64)
-            u = u - (u.flatten() @ t.flatten()) / (t.norm() ** 2) * t  # orthogonal to t
-            moved[k] = (t + delta * t.norm() * u / u.norm()).to(moved[k].dtype)
-        xi = layer_score(moved, state, layers)
-        nd = layer_score(moved, state, layers, use_dim=False)
-        for m in names:
-            if m == l:
-                continue
-            rel = "equal" if dims[l] == dims[m] else (
-                "perturbed smaller" if dims[l] < dims[m] else "perturbed larger")
-            rows.append({"perturbed": l, "untouched": m, "dim_p": dims[l], "dim_u": dims[m],
-                         "size": rel, "untouched_higher": bool(xi[m] > xi[l]),
-                         "untouched_higher_no_dim": bool(nd[m] > nd[l])})
-    return rows
-
-
-# ------------------------------------------------------------- selection statistics
-def _jaccard(a, b) -> float:
-    a, b = set(a), set(b)
-    return len(a & b) / len(a | b) if a | b else 1.0
-
-
-def selection_stats(updates: list[dict], dims: dict, gamma: int) -> dict:
-    """Per client update: Spearman(xi, 1/dim), and Jaccard of top-gamma by xi with the
-    gamma highest-cosine layers and with the gamma smallest layers; means over updates."""
-    from scipy.stats import spearmanr
-
-    from audit.papers.genefl.algorithm import select_layers
-
-    rho, js, jz = [], [], []
-    inv = {l: 1.0 / d for l, d in dims.items()}
-    smallest = select_layers(inv, gamma, "top")
-    for u in updates:
-        xi, cos = u["xi"], u["cos"]
-        names = list(xi)
-        r = spearmanr([xi[l] for l in names], [inv[l] for l in names]).statistic
-        # a NaN (a diverged model's constant or non-finite scores) stays NaN: the runner
-        # reports the unit as diverged instead of reading it as "no correlation"
-        rho.append(float(r))
-        top = select_layers(xi, gamma, "top")
-        js.append(_jaccard(top, select_layers(cos, gamma, "top")))
-        jz.append(_jaccard(top, smallest))
-    return {"rho": float(np.mean(rho)), "j_stable": float(np.mean(js)),
-            "j_size": float(np.mean(jz)), "n_updates": len(updates), "smallest": smallest}
-
-
 # ------------------------------------------------------------------------------ run
 def gamma_setting(fraction: float) -> str:
     """The sweep setting's label: ``gamma=0.25``."""
@@ -143,7 +78,7 @@ def _gamma_of(spec: RunSpec) -> float | None:
 def run(spec: RunSpec, ctx: RunContext) -> dict:
     import torch
 
-    from audit.papers.genefl.simulation import simulate
+    from audit.papers.genefl.simulation import perturbation_test, selection_stats, simulate
 
     torch.set_num_threads(1)
     cfg = dict(ctx.config)
@@ -182,7 +117,7 @@ def run(spec: RunSpec, ctx: RunContext) -> dict:
         layers = {l: [k for k in state if k.rsplit(".", 1)[0] == l and
                       not k.endswith(("running_mean", "running_var", "num_batches_tracked"))]
                   for l in dims}
-        res["perturbation"] = perturbation_test(state, layers, seed=spec.seed)
+        res["perturbation"] = perturbation_test(state, layers, seed=spec.seed, delta=D.DELTA)
     return res
 
 
@@ -289,12 +224,14 @@ def _gene_match(results, seeds, arm) -> dict:
     """How ``arm``'s cluster genes compare with top-gamma's, per seed: whether they are
     the same layers in every cluster, the mean Jaccard overlap (over clusters), and the
     ratio of the mean gene parameter counts (``gene_param_bytes``, 4 bytes a parameter)."""
+    from audit.papers.genefl.simulation import jaccard
+
     same, jac, ratio = [], [], []
     for s in seeds:
         a, t = results[RunSpec(arm, s)], results[RunSpec("top-gamma", s)]
         ga, gt = [list(g) for g in a["genes"]], [list(g) for g in t["genes"]]
         same.append(ga == gt)
-        jac.append(float(np.mean([_jaccard(x, y) for x, y in zip(ga, gt)])))
+        jac.append(float(np.mean([jaccard(x, y) for x, y in zip(ga, gt)])))
         ratio.append(float(np.mean(a["gene_param_bytes"]) / np.mean(t["gene_param_bytes"])))
     return {"same": np.array(same), "jaccard": np.array(jac), "ratio": np.array(ratio)}
 

@@ -8,6 +8,12 @@ Known clients are clustered once and each cluster trains GENE-FL (``GeneFL``, fr
 learnGene and are fine-tuned. Long runs checkpoint: each cluster's engine run resumes
 from its own checkpoint, and a finished cluster's result is kept until the call returns.
 
+On the trained models, ``genefl-inverted-cosine`` reads two probes from here: the
+reviewer's perturbation test (``perturbation_test``) and the selection statistics
+(``selection_stats``: what top-gamma by the layer score keeps). ``genefl-uplink-bytes``
+reads the paper's model from here: its sizes under each convention (``size_variants``)
+and the layer scores of a short real update (``short_update_scores``).
+
 Not a claim: it is not listed in ``audit.claims.CLAIM_MODULES``.
 """
 from __future__ import annotations
@@ -19,11 +25,13 @@ import numpy as np
 import torch
 
 from audit.papers.genefl.algorithm import (GeneFL, cluster_clients, data_subspace, finetune,
-                                     gamma_from_fraction, inherit, layer_dims,
-                                     layer_state_keys, nearest_cluster, planted_accuracy)
+                                           gamma_from_fraction, inherit, layer_dims,
+                                           layer_score, layer_state_keys, nearest_cluster,
+                                           planted_accuracy, select_layers)
 from audit.fl.models import layer_names
 
-__all__ = ["simulate"]
+__all__ = ["jaccard", "perturbation_test", "resnet18_meta", "selection_stats",
+           "short_update_scores", "simulate", "size_variants"]
 
 #: the share of each agnostic client's pool that is its test split
 AGNOSTIC_TEST_FRACTION = 0.3
@@ -285,3 +293,122 @@ def simulate(config: Mapping, seed: int, mode: str = "top", use_dim: bool = True
         if os.path.exists(f):
             os.remove(f)
     return out
+
+
+# ---------------------------------------------------------------- perturbation test
+def perturbation_test(state, layers, seed: int, delta: float) -> list[dict]:
+    """For every ordered pair (perturbed l, untouched m): move layer l of a copy of the
+    trained ``state`` by ``delta * ||theta_l||`` in a random direction orthogonal to it
+    (seeded; each tensor of the layer alike), so that the moved layer's cosine is exactly
+    1 / sqrt(1 + delta^2) (0.894 at delta 0.5); score both with Eq. 9 and record whether
+    the untouched m scores higher."""
+
+    dims = layer_dims(state, layers)
+    g = torch.Generator().manual_seed(10_007 + seed)
+    rows = []
+    names = list(layers)
+    for l in names:
+        moved = {k: v.clone() for k, v in state.items()}
+        for k in layers[l]:
+            t = moved[k].double()
+            u = torch.randn(t.shape, generator=g, dtype=torch.float64)
+            u = u - (u.flatten() @ t.flatten()) / (t.norm() ** 2) * t  # orthogonal to t
+            moved[k] = (t + delta * t.norm() * u / u.norm()).to(moved[k].dtype)
+        xi = layer_score(moved, state, layers)
+        nd = layer_score(moved, state, layers, use_dim=False)
+        for m in names:
+            if m == l:
+                continue
+            rel = "equal" if dims[l] == dims[m] else (
+                "perturbed smaller" if dims[l] < dims[m] else "perturbed larger")
+            rows.append({"perturbed": l, "untouched": m, "dim_p": dims[l], "dim_u": dims[m],
+                         "size": rel, "untouched_higher": bool(xi[m] > xi[l]),
+                         "untouched_higher_no_dim": bool(nd[m] > nd[l])})
+    return rows
+
+
+# ------------------------------------------------------------- selection statistics
+def jaccard(a, b) -> float:
+    """|a & b| / |a | b| of two layer selections (1 for two empty ones)."""
+    a, b = set(a), set(b)
+    return len(a & b) / len(a | b) if a | b else 1.0
+
+
+def selection_stats(updates: list[dict], dims: dict, gamma: int) -> dict:
+    """Per client update: Spearman(xi, 1/dim), and Jaccard of top-gamma by xi with the
+    gamma highest-cosine layers and with the gamma smallest layers; means over updates."""
+    from scipy.stats import spearmanr
+
+    rho, js, jz = [], [], []
+    inv = {l: 1.0 / d for l, d in dims.items()}
+    smallest = select_layers(inv, gamma, "top")
+    for u in updates:
+        xi, cos = u["xi"], u["cos"]
+        names = list(xi)
+        r = spearmanr([xi[l] for l in names], [inv[l] for l in names]).statistic
+        # a NaN (a diverged model's constant or non-finite scores) stays NaN: the runner
+        # reports the unit as diverged instead of reading it as "no correlation"
+        rho.append(float(r))
+        top = select_layers(xi, gamma, "top")
+        js.append(jaccard(top, select_layers(cos, gamma, "top")))
+        jz.append(jaccard(top, smallest))
+    return {"rho": float(np.mean(rho)), "j_stable": float(np.mean(js)),
+            "j_size": float(np.mean(jz)), "n_updates": len(updates), "smallest": smallest}
+
+
+# ------------------------------------------------- the paper's model (genefl-uplink-bytes)
+def resnet18_meta():
+    """The paper's model, on the meta device (shapes and dtypes only)."""
+    import torchvision
+
+    with torch.device("meta"):
+        return torchvision.models.resnet18(weights=None, num_classes=10)
+
+
+def size_variants(mib: float, paper_mb: float) -> list[dict]:
+    """ResNet-18 sizes under each convention (``mib``: bytes in a MiB), and whether each
+    prints as the paper's ``paper_mb`` (two decimals)."""
+    from audit.fl.models import build_model
+
+    rows = []
+    models = {"torchvision (7x7 stem, max-pool)": resnet18_meta(),
+              "CIFAR head (3x3 stem, no max-pool; engine's resnet18)": build_model(
+                  "resnet18", 10, 3, 32)}
+    for name, m in models.items():
+        p = sum(t.numel() * t.element_size() for t in m.parameters())
+        fb = sum(t.numel() * t.element_size() for t in m.buffers() if t.is_floating_point())
+        ib = sum(t.numel() * t.element_size() for t in m.buffers() if not t.is_floating_point())
+        for conv, b in (("parameters", p), ("parameters + float buffers", p + fb),
+                        ("whole state dict", p + fb + ib)):
+            for unit, div in (("MiB", mib), ("MB (10^6)", 1e6)):
+                v = b / div
+                rows.append({"model": name, "counted": conv, "unit": unit, "bytes": int(b),
+                             "size": v,
+                             "prints_42.66": f"{v:.2f}" == f"{paper_mb:.2f}"})
+    return rows
+
+
+def short_update_scores(seed: int = 0):
+    """Eq. 9 on a real update: a ResNet-18 (init under ``seed``) and the same model after
+    3 SGD steps (lr 0.05, batch 32) on synthetic CIFAR-shaped blobs."""
+    import torch.nn.functional as F
+    import torchvision
+
+    from audit.papers.genefl.algorithm import layer_keys
+    from audit.fl.data import synthetic_classification
+
+    with torch.random.fork_rng():
+        torch.manual_seed(seed)
+        net = torchvision.models.resnet18(weights=None, num_classes=10)
+    ds = synthetic_classification(seed, n=120, num_classes=10, shape=(3, 32, 32))
+    before = {k: v.detach().clone() for k, v in net.state_dict().items()}
+    opt = torch.optim.SGD(net.parameters(), lr=0.05)
+    net.train()
+    for s in range(3):
+        opt.zero_grad()
+        F.cross_entropy(net(ds.x_train[32 * s:32 * (s + 1)]),
+                        ds.y_train[32 * s:32 * (s + 1)]).backward()
+        opt.step()
+    after = net.state_dict()
+    layers = layer_keys(net)
+    return layer_score(after, before, layers), layers, after

@@ -2,8 +2,9 @@
 
 What the claim declares (the paper's numbers, the protocol as read, the reviewer's
 thresholds, arms, scales and texts) is in its declarations module,
-``audit.papers.genefl.declarations.uplink_bytes``; here: the model's sizes, both
-protocols' messages counted by ``audit.fl.comm`` (exact; no seed), the parts' decisions
+``audit.papers.genefl.declarations.uplink_bytes``; here: both protocols' messages
+counted by ``audit.fl.comm`` (exact; no seed; the model's sizes and a real update's
+layer scores are :mod:`audit.papers.genefl.simulation`'s), the parts' decisions
 and the evidence they rest on (``evidence``); :mod:`audit.papers.genefl.present.uplink_bytes`
 presents it.
 """
@@ -23,65 +24,6 @@ from audit.verdict import Outcome, Rule
 def client_counts(rounds: int, per_round: int) -> list[int]:
     """The distinct-participant counts P swept: B, 2B, ..., R x B."""
     return list(range(per_round, rounds * per_round + 1, per_round))
-
-
-# ----------------------------------------------------------------------------- model
-def resnet18_meta():
-    """The paper's model, on the meta device (shapes and dtypes only)."""
-    import torch
-    import torchvision
-
-    with torch.device("meta"):
-        return torchvision.models.resnet18(weights=None, num_classes=10)
-
-
-def size_variants() -> list[dict]:
-    """ResNet-18 sizes under each convention, and whether it prints as 42.66 MB."""
-    from audit.fl.models import build_model
-
-    rows = []
-    models = {"torchvision (7x7 stem, max-pool)": resnet18_meta(),
-              "CIFAR head (3x3 stem, no max-pool; engine's resnet18)": build_model(
-                  "resnet18", 10, 3, 32)}
-    for name, m in models.items():
-        p = sum(t.numel() * t.element_size() for t in m.parameters())
-        fb = sum(t.numel() * t.element_size() for t in m.buffers() if t.is_floating_point())
-        ib = sum(t.numel() * t.element_size() for t in m.buffers() if not t.is_floating_point())
-        for conv, b in (("parameters", p), ("parameters + float buffers", p + fb),
-                        ("whole state dict", p + fb + ib)):
-            for unit, div in (("MiB", D.MIB), ("MB (10^6)", 1e6)):
-                v = b / div
-                rows.append({"model": name, "counted": conv, "unit": unit, "bytes": int(b),
-                             "size": v,
-                             "prints_42.66": f"{v:.2f}" == f"{D.PAPER_MODEL_MB:.2f}"})
-    return rows
-
-
-def _short_update_scores(seed: int = 0):
-    """Eq. 9 on a real update: a ResNet-18 (init under ``seed``) and the same model after
-    3 SGD steps (lr 0.05, batch 32) on synthetic CIFAR-shaped blobs."""
-    import torch
-    import torch.nn.functional as F
-    import torchvision
-
-    from audit.papers.genefl.algorithm import layer_keys, layer_score
-    from audit.fl.data import synthetic_classification
-
-    with torch.random.fork_rng():
-        torch.manual_seed(seed)
-        net = torchvision.models.resnet18(weights=None, num_classes=10)
-    ds = synthetic_classification(seed, n=120, num_classes=10, shape=(3, 32, 32))
-    before = {k: v.detach().clone() for k, v in net.state_dict().items()}
-    opt = torch.optim.SGD(net.parameters(), lr=0.05)
-    net.train()
-    for s in range(3):
-        opt.zero_grad()
-        F.cross_entropy(net(ds.x_train[32 * s:32 * (s + 1)]),
-                        ds.y_train[32 * s:32 * (s + 1)]).backward()
-        opt.step()
-    after = net.state_dict()
-    layers = layer_keys(net)
-    return layer_score(after, before, layers), layers, after
 
 
 # -------------------------------------------------------------------------- protocol
@@ -148,6 +90,8 @@ def run(spec: RunSpec, ctx: RunContext) -> dict:
                 "participants_per_round", "model_param_bytes", "gene")
         return {"clusters": [{k: c[k] for k in keep} for c in out["clusters"]],
                 "gamma": out["gamma"], "n_layers": out["n_layers"]}
+    from audit.papers.genefl.simulation import resnet18_meta, short_update_scores, size_variants
+
     net = resnet18_meta()
     state = net.state_dict()
     pnames = [n for n, _ in net.named_parameters()]
@@ -155,7 +99,7 @@ def run(spec: RunSpec, ctx: RunContext) -> dict:
                  "buffer_bytes": sum(v.numel() * v.element_size() for k, v in state.items()
                                      if k not in pnames)}
     if spec.arm == "fedavg":
-        res["sizes"] = size_variants()
+        res["sizes"] = size_variants(D.MIB, D.PAPER_MODEL_MB)
         gene_state = state  # unused by FedAvg's counts
     elif spec.arm == "genefl-9.04MB":
         n = round(D.PAPER_GENE_MB * D.MIB / 4)  # float32 elements in 9.04 MiB
@@ -164,7 +108,7 @@ def run(spec: RunSpec, ctx: RunContext) -> dict:
     elif spec.arm == "genefl-selected":
         from audit.papers.genefl.algorithm import layer_state_keys, select_layers
 
-        xi, layers, after = _short_update_scores(0)
+        xi, layers, after = short_update_scores(0)
         dims = {l: sum(after[k].numel() for k in ks) for l, ks in layers.items()}
         L = len(layers)
         order = sorted(xi, key=lambda l: -xi[l])
