@@ -102,7 +102,8 @@ def _estimates(ev: Mapping[str, Any]) -> list[Estimate]:
     alpha, equiv_rel, ppl = ev["alpha"], ev["equiv_rel"], ev["ppl"]
     E = [est("assumption_b_ratio_fedtlu", stats.mean_interval(ev["ratio"]["fedtlu"],
                                                                level=1 - alpha)),
-         ev["oracle"], est("assumption_b_ratio_random", stats.mean_interval(ev["ratio"]["random"])),
+         est("assumption_b_ratio_oracle", ev["oracle"]),
+         est("assumption_b_ratio_random", stats.mean_interval(ev["ratio"]["random"])),
          est("score_link_gain", ev["score_link"])]
     for st in SETTINGS:
         p, d, margin = ppl[st], ev["tw_all"][st].difference, ev["margins"][st]
