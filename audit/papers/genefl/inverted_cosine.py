@@ -359,6 +359,7 @@ def evidence(results, ctx: RunContext) -> dict:
 
 analyse, decide = kit.staged(evidence, P.analysis)
 
+
 CLAIM = Claim(
     searches=D.SEARCHES,
     id=D.CLAIM_ID,

@@ -288,6 +288,7 @@ def evidence(results, ctx: RunContext) -> dict:
 
 analyse = kit.staged(evidence, P.analysis)[0]  # exact: nothing to re-decide per seed
 
+
 QUESTIONS = D.QUESTIONS
 COMBINATION = questions.combination(QUESTIONS)
 
