@@ -140,18 +140,22 @@ def staged(evidence: Callable[[Any, RunContext], Mapping[str, Any]],
     """``(analyse, decide)`` of a claim that decides apart from presenting.
 
     ``evidence(results, ctx)`` computes every comparison and decides every part; what it
-    returns holds ``parts`` and ``premise``. ``present(ev, results, ctx)`` builds the
-    report from it and decides nothing. ``analyse`` is the two in turn; ``decide``
-    returns ``(parts, premise)`` without presenting (premise None where there is none) (``Claim.decide``: what the
-    leave-one-seed-out stability check re-decides per seed). Both are named as the
-    claim's own (module and name of ``evidence``'s module), so errors and tests that
-    name a claim's ``analyse`` name its module."""
+    returns holds ``parts`` and ``premise`` (None for a claim without one).
+    ``present(ev, results, ctx)`` builds the report from it and decides nothing.
+    ``analyse`` is the two in turn. ``decide`` returns ``(parts, premise)`` without
+    presenting: it is ``Claim.decide``, what the leave-one-seed-out stability check
+    re-decides per seed.
+
+    The two functions' code is here, but their ``__module__`` is ``evidence``'s and
+    their names are ``analyse`` and ``decide``: errors, reports and tests that name a
+    claim's ``analyse`` name the claim's module, and pickling finds them there (the
+    claim module binds them under those names)."""
     def analyse(results, ctx: RunContext) -> Analysis:
         return present(evidence(results, ctx), results, ctx)
 
     def decide(results, ctx: RunContext) -> tuple:
         ev = evidence(results, ctx)
-        return ev["parts"], ev.get("premise")
+        return ev["parts"], ev["premise"]
 
     for f in (analyse, decide):
         f.__module__, f.__qualname__ = evidence.__module__, f.__name__

@@ -1,7 +1,9 @@
 """FedTLU (arXiv 2412.17692v2): the one-step proof of Section IV.C, the block score, and
 the targeted layer update as an aggregation piece.
 
-Three things live here, each small and testable on its own.
+Three things live here, each small and testable on its own, and (``exact_results``)
+the exact search over the proof's two-block quadratics that ``fedtlu-lower-bound``
+decides its first part on.
 
 1. The proof, exactly (Section IV.C). For an L-smooth loss, one gradient step with step
    size eta on all parameters changes the loss by D_all = f(w) - f(w - eta*g); the
@@ -471,7 +473,7 @@ def exact_results(n_random: int, eta_l, ratios, deltas) -> dict:
     # Assumption (b) as an inequality: the subset really holds 0.99 A, the bound is still
     # written with delta = 0.05 A (the sign of (1 - eta*L/2) flips the substitution)
     slack = TwoBlock(c_S=3, c_R=3, eta=1, A=9, delta=Fraction(9, 20),
-                         slack=Fraction(9, 20) - Fraction(9, 100))
+                     slack=Fraction(9, 20) - Fraction(9, 100))
     rows = sweep(eta_l, ratios, deltas, looseness=(1, 2))
     tight = [r for r in rows if r.L == max(r.c_S, r.c_R)]
     ce = [r for r in tight if r.counterexample]
@@ -486,13 +488,13 @@ def exact_results(n_random: int, eta_l, ratios, deltas) -> dict:
                                       -(min(r.c_R, r.c_S) / max(r.c_R, r.c_S)), r.c_R))
     # rescale to the reviewer's numbers (A = 9, eta = 1, L = 3): every D and bound scales by A
     simplest9 = TwoBlock(c_S=simplest.c_S, c_R=simplest.c_R, eta=1, A=9,
-                             delta=simplest.delta * 9)
+                         delta=simplest.delta * 9)
 
     # coupled (non-separable) quadratics, indefinite and positive semidefinite
     rand = {}
     for name, neg in (("indefinite", True), ("psd", False)):
         q = random_quadratics(np.random.default_rng([2412, 17692, int(neg)]),
-                                  n_random, negative=neg)
+                              n_random, negative=neg)
         hiq = q["etaL"] > 2
         is_ce = (q["lb_subset"] > q["lb_full"]) & (q["d_full"] > q["d_subset"])
         tol = 1e-9 * (1 + np.abs(q["lb_full"]))
@@ -510,7 +512,7 @@ def exact_results(n_random: int, eta_l, ratios, deltas) -> dict:
     curves = {}
     for name, cS, cR in (("isotropic", 3, 3), ("counterexample", simplest9.c_S, simplest9.c_R)):
         pts = [TwoBlock(c_S=Fraction(cS) * g / 3, c_R=Fraction(cR) * g / 3, eta=1, A=9,
-                            delta=Fraction(9, 20)) for g in grid]  # eta*L = g
+                        delta=Fraction(9, 20)) for g in grid]  # eta*L = g
         curves[name] = {k: [float(getattr(p, k)) for p in pts]
                         for k in ("d_full", "d_subset", "lb_full", "lb_subset")}
         curves[name]["etaL"] = [float(g) for g in grid]

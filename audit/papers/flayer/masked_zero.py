@@ -260,9 +260,9 @@ def _structural(results, seeds) -> tuple[dict, list[Estimate]]:
 
 
 def evidence(results: Mapping[RunSpec, Mapping], ctx: RunContext) -> dict[str, Any]:
-    """Every comparison and decided part: what
-    :func:`audit.papers.flayer.present.masked_zero.analysis` presents (its ``EVIDENCE``),
-    with the estimates."""
+    """Every comparison and decided part, and the per-seed tables they rest on: what
+    :func:`audit.papers.flayer.present.masked_zero.analysis` presents (its ``EVIDENCE``;
+    it builds the estimates from them)."""
     corrected = _flayer().CORRECTED
     cfg, seeds = ctx.config, list(ctx.seeds)
 

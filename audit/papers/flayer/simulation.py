@@ -94,8 +94,8 @@ def fl_run(arm: str, seed: int, setting: str, cfg: Mapping, *, device: str,
     h = run_federated(model_fn, fed, alg, fl, checkpoint=checkpoint, on_round=on_round)
     per_round = [{k: v for k, v in m.items() if k in keep_per_round or ":" in k}
                  for m in h.algo]
-    planted, n_test_personal = planted_accuracy(model_fn, fed, alg, h, float(cfg["margin"]),
-                                                seed, device)
+    planted, n_test_personal = planted_personal_accuracy(model_fn, fed, alg, h,
+                                                         float(cfg["margin"]), seed, device)
     return {
         "planted_personal_acc": planted,
         "n_test_personal": n_test_personal,
@@ -118,7 +118,8 @@ def fl_run(arm: str, seed: int, setting: str, cfg: Mapping, *, device: str,
     }
 
 
-def planted_accuracy(model_fn, fed, alg, h, drop: float, seed: int, device) -> tuple[float, int]:
+def planted_personal_accuracy(model_fn, fed, alg, h, drop: float, seed: int,
+                              device) -> tuple[float, int]:
     """Assay sensitivity through the pipeline: the final personal models' predictions on
     each client's test split, with each CORRECT prediction relabelled to a random wrong
     class with probability min(1, drop / acc_c) (acc_c the client's accuracy), so the

@@ -3,8 +3,9 @@
 The declarations (paper and record, the three pieces and issue 30's fair controls and
 gamma sweep, arms, scales, thresholds, texts) are in
 ``audit.papers.genefl.declarations.inverted_cosine``, whose docstring says what each
-piece tests. Here: what each arm changes in a GENE-FL run, the reviewer's perturbation
-test, the selection statistics, the run, the parts' decisions and the evidence they rest
+piece tests. Here: what each arm changes in a GENE-FL run, the run (the reviewer's
+perturbation test and the selection statistics it reads on the trained models are
+:mod:`audit.papers.genefl.simulation`'s), the parts' decisions and the evidence they rest
 on (``evidence``); :mod:`audit.papers.genefl.present.inverted_cosine` presents it.
 """
 from __future__ import annotations
@@ -220,18 +221,22 @@ def _premise_decide(tw, d) -> Premise:
 
 
 # ----------------------------------------------------------------------- evidence
+def _jaccard(a, b) -> float:
+    # the simulation's ``jaccard``, kept here so that deciding loads no torch
+    a, b = set(a), set(b)
+    return len(a & b) / len(a | b) if a | b else 1.0
+
+
 def _gene_match(results, seeds, arm) -> dict:
     """How ``arm``'s cluster genes compare with top-gamma's, per seed: whether they are
     the same layers in every cluster, the mean Jaccard overlap (over clusters), and the
     ratio of the mean gene parameter counts (``gene_param_bytes``, 4 bytes a parameter)."""
-    from audit.papers.genefl.simulation import jaccard
-
     same, jac, ratio = [], [], []
     for s in seeds:
         a, t = results[RunSpec(arm, s)], results[RunSpec("top-gamma", s)]
         ga, gt = [list(g) for g in a["genes"]], [list(g) for g in t["genes"]]
         same.append(ga == gt)
-        jac.append(float(np.mean([jaccard(x, y) for x, y in zip(ga, gt)])))
+        jac.append(float(np.mean([_jaccard(x, y) for x, y in zip(ga, gt)])))
         ratio.append(float(np.mean(a["gene_param_bytes"]) / np.mean(t["gene_param_bytes"])))
     return {"same": np.array(same), "jaccard": np.array(jac), "ratio": np.array(ratio)}
 

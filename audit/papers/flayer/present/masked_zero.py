@@ -1,7 +1,7 @@
-"""The presentation of ``flayer-masked-zero``: the release's x20 arm, tables, figures,
-notes, the convergence caveat and findings, built from the evidence
-:func:`audit.papers.flayer.masked_zero.evidence` returns (the estimates the parts rest on
-and every decided part) and from the runs' curves. It decides nothing: the parts arrive
+"""The presentation of ``flayer-masked-zero``: the estimates, the release's x20 arm,
+tables, figures, notes, the convergence caveat and findings, built from the evidence
+:func:`audit.papers.flayer.masked_zero.evidence` returns (every comparison and decided
+part, and the per-seed tables they rest on) and from the runs' curves. It decides nothing: the parts arrive
 decided, so deciding stays apart from presenting. It imports the claim's declarations,
 never the claim's code.
 """
@@ -27,10 +27,12 @@ EVIDENCE = (
     "frac", "k", "alpha_k", "premise", "sweep_rows", "setting_rows", "parts", "eq4")
 
 
-def _estimates(results, seeds, pers, glob, ratio, zeros, est_s, premise, best, corrected,
-               tw, sens_ok, sens_txt, equiv, sweep_gaps) -> tuple[list[Estimate], float, dict]:
-    """The estimates of the evidence, in the report's order; with as-released's position
-    between literal and the best corrected arm and each arm's largest Eq. 4 multiplier."""
+def _estimates(ev: Mapping[str, Any], results, seeds) -> tuple[list[Estimate], float, dict]:
+    """The estimates of the evidence ``ev``, in the report's order; with as-released's
+    position between literal and the best corrected arm and each arm's largest Eq. 4
+    multiplier."""
+    pers, glob, ratio, zeros, best, tw, equiv = (ev[k] for k in (
+        "pers", "glob", "ratio", "zeros", "best", "tw", "equiv"))
     E: list[Estimate] = []
 
     def diff(name, a, b, what):  # every paired difference here is of accuracies
@@ -46,9 +48,9 @@ def _estimates(results, seeds, pers, glob, ratio, zeros, est_s, premise, best, c
     E.append(mean_estimate("literal_norm_ratio", ratio["literal"], "ratio",
                            "literal: final / initial global L2 norm (parameters)"))
     E += [mean_estimate(f"{arm}_norm_ratio", ratio[arm], "ratio", f"{arm}: final / initial norm")
-          for arm in corrected + ("as-released", "fedavg")]
-    E += est_s
-    E.append(premise.estimate)
+          for arm in ev["corrected"] + ("as-released", "fedavg")]
+    E += ev["est_s"]
+    E.append(ev["premise"].estimate)
     diff("literal_minus_fedavg", pers["literal"], pers["fedavg"], "literal - fedavg, final "
          "personalised accuracy: does the printed rule train at all against plain FedAvg")
     diff("gap_best_corrected_minus_literal", pers[best], pers["literal"],
@@ -59,9 +61,9 @@ def _estimates(results, seeds, pers, glob, ratio, zeros, est_s, premise, best, c
                       description=f"equivalence p (the larger of the rule's two exact "
                       f"sign-test p-values), literal within +-{equiv:g} of {best} "
                       f"(equivalent: {tw.tost.equivalent})"))
-    E.append(Estimate("assay_sensitivity", float(sens_ok), unit="bool",
-                      description=sens_txt))
-    for arm in corrected:
+    E.append(Estimate("assay_sensitivity", float(ev["sens_ok"]), unit="bool",
+                      description=ev["sens_txt"]))
+    for arm in ev["corrected"]:
         diff(f"gap_{arm}_minus_literal", pers[arm], pers["literal"],
              f"{arm} - literal, final personalised accuracy")
     # ---- where as-released lands
@@ -81,7 +83,7 @@ def _estimates(results, seeds, pers, glob, ratio, zeros, est_s, premise, best, c
                     for m in results[RunSpec(a, s, "")]["per_round"]) for a in ARM_NAMES}
     E.append(Estimate("literal_max_eq4_multiplier", mults["literal"], unit="x",
                       description="largest Eq. 4 multiplier in any literal round"))
-    for st, b, a_vals, lit in sweep_gaps:
+    for st, b, a_vals, lit in ev["sweep_gaps"]:
         diff(f"gap_{st.replace('=', '_')}", a_vals, lit,
              f"{st}: {b} - literal, final personalised accuracy")
     return E, pos, mults
@@ -162,8 +164,7 @@ def analysis(ev: Mapping[str, Any], results: Mapping[RunSpec, Mapping],
     (est_s, pers, glob, ratio, zeros, n_test, n_pers, resolution, best, corrected, tw,
      sens_ok, sens_txt, sweep_gaps, margin, equiv, alpha, frac, k, alpha_k, premise,
      sweep_rows, setting_rows, parts, eq4) = (ev[k] for k in EVIDENCE)
-    E, pos, mults = _estimates(results, seeds, pers, glob, ratio, zeros, est_s, premise, best,
-                               corrected, tw, sens_ok, sens_txt, equiv, sweep_gaps)
+    E, pos, mults = _estimates(ev, results, seeds)
     # ---- as-released with the release's x20 rate factor (reported)
     x20_seeds = [s for s in seeds if RunSpec("as-released", s, X20) in results]
     x20_txt = D.X20_NOT_RUN
