@@ -4,6 +4,9 @@ Registered by the root ``conftest.py``. It adds an ``audit`` option group, print
 and seeds in the header (so any run can be repeated by copy-paste), gives falsifier
 modules the ``audit_run`` fixture (run a claim once per session, return its result), and
 ends with one summary section: a line per claim with its verdict, its lock and seconds.
+A falsifier checks its run against its lock (``check_lock``: the verdict, every part and
+question) and, for a claim whose numbers no machine's float kernels move, against its
+committed report (``check_committed_report``: every number that decides).
 
     pytest falsifiers/ --audit-scale smoke --audit-seeds 10
     pytest falsifiers/ --audit-update-locks      # rewrite locks from this run (snapshot)
@@ -186,6 +189,48 @@ def check_lock(result: ClaimResult) -> None:
             pytest.fail(f"{claim.id}: part {part.id} flipped at {scale} scale: locked "
                         f"{locked_part}, now {part.verdict.value} ({part.reason})",
                         pytrace=False)
+
+
+#: the committed reports of a clone: <repo>/reports (smoke) and reports/<scale>
+COMMITTED_REPORTS = Path(__file__).resolve().parent.parent / "reports"
+
+
+def check_committed_report(result: ClaimResult, *, rtol: float, atol: float,
+                           reports: Path | None = None) -> None:
+    """Fail the calling test when this run differs, in what decides, from the committed
+    report of its claim at its scale (``reports/<id>.json``, ``reports/<scale>/<id>.json``
+    beyond smoke): every estimate, part, question, premise, setting and look, compared by
+    :func:`audit.report.compare` within ``atol + rtol x magnitude``. A code change that
+    moves a number must come with its regenerated report.
+
+    Meant for claims whose numbers do not depend on the machine's float kernels (exact
+    counts and proofs): a trained model's numbers move in the third decimal on another
+    CPU, so those claims are compared with ``audit diff`` when their reports are
+    regenerated. Skipped where there is no committed report (an installed package) or it
+    was run with other seeds or config."""
+    import json
+
+    from audit import report
+
+    root = COMMITTED_REPORTS if reports is None else Path(reports)
+    scale = result.ctx.scale
+    path = (root if scale == "smoke" else root / scale) / f"{result.claim.id}.json"
+    if not path.is_file():
+        pytest.skip(f"{result.claim.id}: no committed {scale} report at {path}")
+    committed = report.read(path)
+    ours = json.loads(json.dumps(report.strict_json(report.to_json(result)),
+                                 allow_nan=False))
+    for key in ("seeds", "config"):
+        if committed.get(key) != ours.get(key):
+            pytest.skip(f"{result.claim.id}: the committed {scale} report was run with other "
+                        f"{key}; nothing to compare")
+    found, _ = report.compare(committed, ours, rtol=rtol, atol=atol)
+    if found:
+        pytest.fail(f"{result.claim.id}: this run differs from the committed {scale} report "
+                    f"({path.name}, commit {str(committed['environment'].get('commit'))[:40]}) "
+                    f"in what decides; regenerate the report (`audit run {result.claim.id}"
+                    f"{'' if scale == 'smoke' else ' --scale ' + scale}`) or find the cause:\n"
+                    + "\n".join(found), pytrace=False)
 
 
 _PROPERTY = "audit_verdict"

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from audit.pytest_plugin import check_lock
+from audit.pytest_plugin import check_committed_report, check_lock
 
 CLAIM = "fedtlu-score-undefined"
 
@@ -82,3 +82,8 @@ def test_score_is_scale_invariant_property(xs, log_c, neg):
     s = score(x)
     assert score(c * x) == pytest.approx(s, rel=1e-8)
     assert s == pytest.approx(score_identity(x), rel=1e-8)
+
+
+def test_the_committed_report_is_what_this_code_computes(result):
+    # exact arithmetic on fixed inputs: the same on any machine to float rounding
+    check_committed_report(result, rtol=1e-6, atol=1e-9)

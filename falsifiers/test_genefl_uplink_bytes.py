@@ -5,7 +5,7 @@ are checked against a hand computation, and the verdict against its lock.
 """
 import pytest
 
-from audit.pytest_plugin import check_lock
+from audit.pytest_plugin import check_committed_report, check_lock
 
 CLAIM = "genefl-uplink-bytes"
 
@@ -97,3 +97,9 @@ def test_paper_scale_simulation_without_data_is_a_clear_error(monkeypatch):
     ctx = make_context(CLAIM, "paper")
     with pytest.raises(AuditError, match="cifar10"):
         CLAIM.run(RunSpec("simulated-run"), ctx)
+
+
+def test_the_committed_report_is_what_this_code_computes(result):
+    # byte counts and their ratios: the same on any machine (the selected gene's layers come
+    # from a 3-step update whose float rounding does not reorder them)
+    check_committed_report(result, rtol=1e-6, atol=1e-9)

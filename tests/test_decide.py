@@ -1,6 +1,7 @@
 """``Claim.decide``: the decisions without the presentation, for the stability check, held
 to the decisions ``analyse`` makes."""
 import ast
+import json
 import dataclasses
 import importlib
 from pathlib import Path
@@ -124,3 +125,50 @@ def test_evidence_assigns_every_name_its_presentation_reads(cid):
     code = module.evidence.__code__
     assigned = set(code.co_varnames) | set(code.co_cellvars)
     assert set(module.P.EVIDENCE) <= assigned, set(module.P.EVIDENCE) - assigned
+
+
+# ------------------------------------------------ the committed report, checked by a test
+def _committed(toy, tmp_path):
+    from audit import report
+
+    res = _run(toy.CLAIM, tmp_path)
+    reports = tmp_path / "reports"
+    report.write(res, reports)
+    return res, reports, reports / f"{toy.CLAIM.id}.json"
+
+
+def test_a_run_equal_to_its_committed_report_passes(toy, tmp_path):
+    from audit.pytest_plugin import check_committed_report
+
+    res, reports, _ = _committed(toy, tmp_path)
+    check_committed_report(res, rtol=0.0, atol=0.0, reports=reports)  # no failure
+
+
+def test_a_moved_number_fails_and_a_small_one_passes_within_the_tolerance(toy, tmp_path):
+    from audit.pytest_plugin import check_committed_report
+
+    res, reports, path = _committed(toy, tmp_path)
+    data = json.loads(path.read_text())
+    est = data["estimates"][0]
+    est["value"] = est["value"] * (1 + 1e-6)
+    path.write_text(json.dumps(data))
+    check_committed_report(res, rtol=1e-3, atol=0.0, reports=reports)  # within the tolerance
+    with pytest.raises(pytest.fail.Exception, match=est["name"]):
+        check_committed_report(res, rtol=0.0, atol=0.0, reports=reports)
+    est["value"] = est["value"] + 1.0  # a change no tolerance of a kernel explains
+    path.write_text(json.dumps(data))
+    with pytest.raises(pytest.fail.Exception, match="regenerate the report"):
+        check_committed_report(res, rtol=1e-3, atol=1e-9, reports=reports)
+
+
+def test_no_committed_report_or_other_seeds_is_a_skip(toy, tmp_path):
+    from audit.pytest_plugin import check_committed_report
+
+    res, reports, path = _committed(toy, tmp_path)
+    data = json.loads(path.read_text())
+    data["seeds"] = data["seeds"][:-1]
+    path.write_text(json.dumps(data))
+    with pytest.raises(pytest.skip.Exception, match="other seeds"):
+        check_committed_report(res, rtol=0.0, atol=0.0, reports=reports)
+    with pytest.raises(pytest.skip.Exception, match="no committed smoke report"):
+        check_committed_report(res, rtol=0.0, atol=0.0, reports=tmp_path / "none")
