@@ -2,8 +2,9 @@
 
 The claim's declarations (paper, record, premise, parts, arms, scales, rule texts, notes)
 are :mod:`audit.papers.flayer.declarations.masked_zero`, whose docstring tells the
-claim; this module holds its code: the runs, the evidence and the decisions
-(``evidence``); :mod:`audit.papers.flayer.present.masked_zero` presents them. Arms
+claim; this module holds its code: the units (``specs``, ``run``; one run is
+:mod:`audit.papers.flayer.simulation`'s), the evidence and the decisions (``evidence``);
+:mod:`audit.papers.flayer.present.masked_zero` presents them. Arms
 (``audit.papers.flayer.algorithm``): literal, carry-over, selector-mean, masked-delta (the
 server rule is the only difference), as-released, fedavg.
 """

@@ -4,9 +4,9 @@ Paper: LIPS, arXiv 2506.00932v1. What the claim declares (the reviewer's claim, 
 scales and tuning grids, the parts and their rules, the questions, the notes' prose, how
 the settings were chosen, and why this setting can separate the arms) is in
 :mod:`audit.papers.lips.declarations.dropout_control`; this module holds the piece
-each arm changes, ``run`` (the clients' split is :mod:`audit.papers.lips.algorithm`'s),
-the decisions and the evidence they rest on (``evidence``);
-:mod:`audit.papers.lips.present.dropout_control` presents it.
+each arm changes, ``run`` (which builds the arm into FedBN's run of
+:mod:`audit.papers.lips.simulation`), the decisions and the evidence they rest on
+(``evidence``); :mod:`audit.papers.lips.present.dropout_control` presents it.
 """
 from __future__ import annotations
 
