@@ -1,8 +1,8 @@
 """The presentation of ``flayer-masked-zero``: the estimates, the release's x20 arm,
 tables, figures, notes, the convergence caveat and findings, built from the evidence
 :func:`audit.papers.flayer.masked_zero.evidence` returns (every comparison and decided
-part, and the per-seed tables they rest on) and from the runs' curves. It decides nothing: the parts arrive
-decided, so deciding stays apart from presenting. It imports the claim's declarations,
+part, and the per-seed tables they rest on) and from the runs' curves. It decides
+nothing: the parts arrive decided, so deciding stays apart from presenting. It imports the claim's declarations,
 never the claim's code.
 """
 from __future__ import annotations
