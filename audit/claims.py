@@ -278,7 +278,8 @@ class Claim:
         analyse: ``analyse(results, ctx) -> Analysis``.
         decide: (optional) ``decide(results, ctx) -> (parts, premise)``: the decisions
             alone, without the presentation (estimates, tables, figures, notes), for what
-            re-decides many times: the leave-one-seed-out stability check. It must give
+            re-decides many times: the leave-one-seed-out stability check and the
+            interim looks of ``--until-decided``. It must give
             the parts and premise ``analyse`` gives: the runner checks that on every
             analysis it checks for stability, and refuses the run otherwise. None:
             ``analyse`` is used.

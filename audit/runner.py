@@ -73,6 +73,34 @@ def device_name(device: str) -> str:
     return f"cpu ({platform.processor() or platform.machine()}, {cores}{of} cores)"
 
 
+def cpu_identity() -> str:
+    """The processor as its float kernels see it: the model name, a digest of its feature
+    flags (Linux's ``/proc/cpuinfo``) and the vector kernels torch dispatches to. Two
+    machines with the same identity and the same software versions compute a trained
+    model's numbers alike; across identities the last digits may move."""
+    model, flags = platform.processor() or platform.machine(), ""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as fh:
+            for line in fh:
+                key, _, value = line.partition(":")
+                if key.strip() == "model name" and model in (platform.machine(), ""):
+                    model = " ".join(value.split())
+                elif key.strip() in ("flags", "Features") and not flags:
+                    flags = hashlib.sha256(" ".join(sorted(value.split())).encode()
+                                           ).hexdigest()[:12]
+                if flags and model != platform.machine():
+                    break
+    except OSError:
+        pass
+    try:
+        import torch
+
+        kernels = torch.backends.cpu.get_cpu_capability()
+    except (ImportError, AttributeError):  # pragma: no cover - torch is a hard dependency
+        kernels = "unknown"
+    return f"{model}; flags {flags or 'unknown'}; torch kernels {kernels}"
+
+
 def torch_threads() -> int:
     """torch's intra-op thread count in this process now (0 without torch)."""
     try:
@@ -111,6 +139,8 @@ def environment(device: str, threads: int | None = None, backend: str = "local")
         "audit": audit.__version__,
         "code_version": code_version(),
         "device": device_name(device),
+        "cpu": cpu_identity(),
+        "libc": " ".join(platform.libc_ver()).strip() or "unknown",
         "torch_threads": threads,
         "backend": backend,
         "platform": platform.platform(),
@@ -602,23 +632,22 @@ def _from_cache(claim: Claim, specs: Sequence[RunSpec], ctx: RunContext, cache: 
     return results, todo
 
 
-def execute(claim: Claim, ctx: RunContext, *, cache: Cache,
-            progress: bool = True, backend: Any = None,
-            runner: Callable | None = None, command: str = "") -> ClaimResult:
-    """Run every unit of ``claim`` (from the cache where possible), analyse and decide.
-
-    ``backend`` has ``imap(claim, ctx, specs)`` yielding ``(spec, result)`` in completion
-    order (:class:`LocalBackend` by default; ``audit.distributed.RayBackend`` spreads
-    units over a Ray cluster). Each result is cached the moment it arrives, so an
-    interrupted sweep loses only the units still in flight.
-    """
-    if backend is None:
-        backend = FunctionBackend(runner) if runner is not None else LocalBackend()
-    t0 = time.perf_counter()
+def _collect(claim: Claim, ctx: RunContext, *, cache: Cache, backend: Any,
+             progress: bool, known: Mapping[RunSpec, Mapping] | None = None):
+    """Every unit of ``claim`` under ``ctx``: from ``known`` (results this run already
+    holds: an earlier look's), then the cache, the rest through ``backend``, each checked
+    and cached the moment it arrives, so an interrupted sweep loses only the units still
+    in flight. Returns (keyed context, code version, data fingerprint, specs, results,
+    the specs computed here, torch's thread count before the units ran)."""
     ctx, version, data = _keyed_context(claim, ctx, cache)
     specs = claim.unit_specs(ctx)
     threads = torch_threads()  # read before any unit runs (units may set their own)
-    results, todo = _from_cache(claim, specs, ctx, cache, version, data)
+    held = {s: known[s] for s in specs if s in (known or {})}
+    hits, todo = _from_cache(claim, [s for s in specs if s not in held], ctx, cache,
+                             version, data)
+    # in the specs' order, held or cached, then the computed ones as they arrive: the
+    # order a cached run has always had
+    results = {s: held.get(s, hits.get(s)) for s in specs if s in held or s in hits}
     bar = _progress(len(todo), claim.id, progress and len(todo) > 0)
     unit_ctx = ctx  # long units: the current federated run's round beside the bar
     if bar is not None:
@@ -635,6 +664,27 @@ def execute(claim: Claim, ctx: RunContext, *, cache: Cache,
         if bar is not None:
             bar.close()
         _set_torch_threads(threads)  # a unit's own setting does not outlive the run
+    return ctx, version, data, specs, results, todo, threads
+
+
+def execute(claim: Claim, ctx: RunContext, *, cache: Cache,
+            progress: bool = True, backend: Any = None,
+            runner: Callable | None = None, command: str = "",
+            known: Mapping[RunSpec, Mapping] | None = None) -> ClaimResult:
+    """Run every unit of ``claim`` (from the cache where possible), analyse and decide.
+
+    ``backend`` has ``imap(claim, ctx, specs)`` yielding ``(spec, result)`` in completion
+    order (:class:`LocalBackend` by default; ``audit.distributed.RayBackend`` spreads
+    units over a Ray cluster). Each result is cached the moment it arrives, so an
+    interrupted sweep loses only the units still in flight. ``known``: results this run
+    already holds (a sequential plan's earlier looks), used before the cache and counted
+    as cached here, so a run with the cache off does not compute a unit twice.
+    """
+    if backend is None:
+        backend = FunctionBackend(runner) if runner is not None else LocalBackend()
+    t0 = time.perf_counter()
+    ctx, version, data, specs, results, todo, threads = _collect(
+        claim, ctx, cache=cache, backend=backend, progress=progress, known=known)
     recomputed = 0
     diverged = non_finite_units(results)
     if diverged:  # statistics on NaN decide nothing: report which runs diverged, and where
@@ -766,6 +816,24 @@ def _decided(claim: Claim, results, ctx) -> tuple[tuple, Any]:
         raise AuditError(f"{_plugin_name(claim)}: decide must return (parts, premise): "
                          f"audit.verdict.Part objects and a Premise or None")
     return parts, premise
+
+
+def _interim_verdict(claim: Claim, results, ctx) -> Verdict | None:
+    """An interim look's verdict from the claim's decisions alone (``Claim.decide``: no
+    estimates, tables or figures are built for a look that does not end the plan, and no
+    flip distance is sought); None where they cannot give it: a claim without ``decide``,
+    a unit that diverged, or decisions that raise. The look is then analysed in full,
+    which recovers from odd cache entries or reports the error as a run would."""
+    from audit import stats
+
+    if claim.decide is None or non_finite_units(results):
+        return None
+    try:
+        with stats.without_flip():
+            parts, premise = _decided(claim, results, ctx)
+    except Exception:  # the full analysis of this look meets it again and says what it is
+        return None
+    return verdict_from_parts(claim.id, claim.combination, parts, (), premise)
 
 
 def checked_result(claim: Claim, spec: RunSpec, result: Any) -> dict:
@@ -1065,8 +1133,11 @@ def execute_sequential(claim: Claim, ctx: RunContext, plan, *, cache: Cache,
     """Run ``claim`` over the looks of ``plan`` (``audit.sequential.Plan``): at look k the
     first ``plan.looks[k]`` seeds of ``ctx.seeds`` (or 0..cap-1) are analysed with every
     rule's alpha times the look's share; stop at the first look where every part that
-    enters the verdict is decided, or at the cap. Units finished at an earlier look come
-    from the cache. The result is the stopping look's, with every look recorded.
+    enters the verdict is decided, or at the cap. Units finished at an earlier look are
+    held by this run (and cached). The result is the stopping look's, with every look
+    recorded. A look before the cap runs the claim's decisions alone where it has a
+    ``decide`` (no estimates, tables or figures); only the look that ends the plan is
+    analysed and reported in full, and its ``decide`` is checked against that analysis.
 
     A look also stops the plan when the paper's own effect (the premise) is decided *not
     reproduced* there and every entering part still undecided is gated by it
@@ -1076,27 +1147,43 @@ def execute_sequential(claim: Claim, ctx: RunContext, plan, *, cache: Cache,
     INCONCLUSIVE, never add a CONFIRMED or REFUTED (``audit.calibration.futility_rates``
     measures both error rates)."""
     pool = tuple(ctx.seeds) if len(ctx.seeds) >= plan.cap else tuple(range(plan.cap))
+    if backend is None:
+        backend = FunctionBackend(runner) if runner is not None else LocalBackend()
     looks: list[dict] = []
     t0 = time.perf_counter()
     computed = 0
+    held: dict[RunSpec, Mapping] = {}  # every unit this run has, look by look
     res = None
     for k, (n, share) in enumerate(zip(plan.looks, plan.fractions())):
         look_ctx = dataclasses.replace(ctx, seeds=pool[:n], alpha_fraction=float(share))
-        res = execute(claim, look_ctx, cache=cache, progress=progress, backend=backend,
-                      runner=runner, command=command)
-        computed += res.computed
-        stop = stop_reason(claim, res.verdict)
-        premise = res.verdict.premise
+        verdict = None
+        if n < plan.cap:  # an interim look: the decisions alone, where the claim has them
+            _, _, _, _, results, todo, _ = _collect(claim, look_ctx, cache=cache,
+                                                    backend=backend, progress=progress,
+                                                    known=held)
+            computed += len(todo)
+            held.update(results)
+            verdict = _interim_verdict(claim, results, look_ctx)
+        stop = None if verdict is None else stop_reason(claim, verdict)
+        if verdict is None or stop is not None or n == plan.cap:
+            # the look that ends the plan (or one the decisions alone cannot settle):
+            # analysed and reported in full, from the units this run already holds
+            res = execute(claim, look_ctx, cache=cache, progress=progress, backend=backend,
+                          command=command, known=held)
+            computed += res.computed
+            verdict = res.verdict
+            stop = stop_reason(claim, verdict)
+        premise = verdict.premise
         looks.append({"look": k + 1, "n": n, "seeds": [int(s) for s in pool[:n]],
-                      "alpha_fraction": float(share), "verdict": res.verdict.verdict.value,
-                      "parts": {p.id: p.verdict.value for p in res.verdict.parts},
+                      "alpha_fraction": float(share), "verdict": verdict.verdict.value,
+                      "parts": {p.id: p.verdict.value for p in verdict.parts},
                       "premise": premise.status if premise is not None else None,
                       "decided": stop is not None, "stop_reason": stop or (
                           "cap" if n == plan.cap else None),
                       "stopped": bool(stop is not None or n == plan.cap)})
         if on_look is not None:
             on_look(looks[-1])
-        if stop is not None:
+        if stop is not None or n == plan.cap:
             break
     verdict = dataclasses.replace(res.verdict, looks=tuple(looks))
     # cached: the stopping look's units that this run did not compute (an earlier run's);

@@ -207,3 +207,77 @@ def test_the_default_cap_is_one_look_at_smoke_and_two_above(toy, tmp_path):
     data = json.loads((out / "toy-claim.json").read_text())
     assert data["plan"]["looks"] == [10] and data["plan"]["fractions"] == [1.0]
     assert "--until-decided --max-seeds 10" in data["command"]
+
+
+def _counted(toy, calls, with_decide: bool):
+    """The toy claim whose analyse (and, with ``with_decide``, decide) count their calls."""
+    import dataclasses
+
+    def analyse(results, ctx):
+        calls["analyse"] += 1
+        return toy.analyse(results, ctx)
+
+    def decide(results, ctx):
+        calls["decide"] += 1
+        a = toy.analyse(results, ctx)
+        return a.parts, a.premise
+
+    return dataclasses.replace(toy.CLAIM, analyse=analyse,
+                               decide=decide if with_decide else None)
+
+
+@pytest.mark.parametrize("over", [{"effect": 0.02, "noise": 0.5},  # runs to the cap
+                                  {"effect": 1.0, "noise": 0.05},  # stops at look 1
+                                  {"effect": 0.0, "noise": 0.005, "gated": True}])  # futility
+def test_interim_looks_decide_alone_and_look_as_a_full_analysis_does(toy, tmp_path, over):
+    # a claim with ``decide``: a look that does not end the plan runs the decisions only
+    # (no report is built for it), and every look says what a full analysis would say
+    ctx = make_context(toy.CLAIM, "smoke", overrides=over)
+    runs = {}
+    for with_decide in (False, True):
+        calls = {"analyse": 0, "decide": 0}
+        claim = _counted(toy, calls, with_decide)
+        res = execute_sequential(claim, ctx, plan(40), progress=False,
+                                 cache=Cache(tmp_path / f"c{with_decide}"))
+        runs[with_decide] = res, calls
+    (plain, plain_calls), (fast, fast_calls) = runs[False], runs[True]
+    assert fast.verdict.looks == plain.verdict.looks
+    assert fast.verdict.verdict == plain.verdict.verdict and fast.ctx.seeds == plain.ctx.seeds
+    assert [p.reason for p in fast.verdict.parts] == [p.reason for p in plain.verdict.parts]
+    assert fast.verdict.stability == plain.verdict.stability
+    # without decide, every look is analysed in full (and so is each leave-one-out subset)
+    n = len(plain.ctx.seeds)
+    assert plain_calls["analyse"] == sum(1 + lk["n"] for lk in plain.verdict.looks)
+    # with it, only the look that ended the plan is reported; the others decide once each,
+    # and the last one's decide is checked against its analysis and left out seed by seed
+    assert fast_calls["analyse"] == 1
+    interim = sum(lk["n"] < 40 for lk in fast.verdict.looks)  # every look before the cap
+    assert fast_calls["decide"] == interim + 1 + n
+    assert (fast.computed, fast.cached) == (plain.computed, plain.cached)
+
+
+@pytest.mark.parametrize("with_decide", [False, True])
+def test_a_plan_without_the_cache_computes_each_unit_once(toy, tmp_path, with_decide):
+    # the looks share the units this run holds: with the cache off, look 2 does not
+    # recompute look 1's seeds
+    calls = {"analyse": 0, "decide": 0}
+    claim = _counted(toy, calls, with_decide)
+    ctx = make_context(claim, "smoke", overrides={"effect": 0.02, "noise": 0.5})
+    res = execute_sequential(claim, ctx, plan(20), progress=False,
+                             cache=Cache(tmp_path / "c", enabled=False))
+    assert [lk["n"] for lk in res.verdict.looks] == [10, 20]
+    assert len(toy.CALLS) == 40 and res.computed == 40 and res.cached == 0
+    assert not (tmp_path / "c").exists()  # nothing written with the cache off
+
+
+def test_an_interim_look_whose_decide_raises_is_analysed_in_full(toy, tmp_path):
+    # the decisions alone cannot settle this look: the full analysis runs and says why
+    import dataclasses
+
+    def decide(results, ctx):
+        raise KeyError("no such metric")
+
+    claim = dataclasses.replace(toy.CLAIM, decide=decide)
+    ctx = make_context(claim, "smoke", overrides={"effect": 0.02, "noise": 0.5})
+    with pytest.raises(KeyError):  # the stability check calls decide on the full look
+        execute_sequential(claim, ctx, plan(20), progress=False, cache=Cache(tmp_path / "c"))
