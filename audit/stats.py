@@ -463,6 +463,19 @@ def mean_interval(x, level: float = 0.95) -> MeanEstimate:
     return MeanEstimate(mean, float(ci.low), float(ci.high), n, _sd(arr), level)
 
 
+def sd_interval(x, alpha: float = 0.05) -> tuple[float, float, float]:
+    """The sample standard deviation of ``x`` (divisor n - 1) with its two-sided
+    chi-square interval at level 1 - ``alpha`` (exact for normal data): (sd, low, high),
+    all NaN below two values."""
+    arr = np.asarray(x, dtype=float)
+    n = int(arr.size)
+    if n < 2:
+        return math.nan, math.nan, math.nan
+    sd = float(np.std(arr, ddof=1))
+    return (sd, sd * math.sqrt((n - 1) / _sps.chi2.ppf(1 - alpha / 2, n - 1)),
+            sd * math.sqrt((n - 1) / _sps.chi2.ppf(alpha / 2, n - 1)))
+
+
 def bootstrap_interval(
     data,
     statistic: Callable[..., float],

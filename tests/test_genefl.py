@@ -340,7 +340,8 @@ def test_uplink_parts_reach_each_declared_outcome_and_are_derivations():
 
 
 def test_participants_sweep_ends():
-    from audit.papers.genefl.uplink_bytes import client_counts, participants
+    from audit.papers.genefl.simulation import participants
+    from audit.papers.genefl.uplink_bytes import client_counts
 
     assert participants(100, 10, 10) == 10
     assert participants(100, 10, 100) == 100  # every client takes part (seeded draw)

@@ -617,3 +617,27 @@ def test_calibration_large_effect_is_supported():
     rng = np.random.default_rng(31337)
     codes = three_way_codes(3.0 + rng.normal(size=(4000, 10)), equivalence_margin=0.5).codes
     assert np.mean(codes == 0) >= 0.8
+
+
+def test_sd_interval_is_the_chi_square_interval_and_covers():
+    import math
+
+    import numpy as np
+    from scipy.stats import chi2
+
+    from audit import stats
+
+    x = [1.0, 2.0, 4.0, 7.0]
+    sd, lo, hi = stats.sd_interval(x, alpha=0.1)
+    assert sd == pytest.approx(np.std(x, ddof=1))
+    assert lo == pytest.approx(sd * math.sqrt(3 / chi2.ppf(0.95, 3)))
+    assert hi == pytest.approx(sd * math.sqrt(3 / chi2.ppf(0.05, 3)))
+    assert lo < sd < hi
+    assert all(math.isnan(v) for v in stats.sd_interval([3.0]))
+    assert stats.sd_interval([2.0, 2.0, 2.0]) == (0.0, 0.0, 0.0)  # constant: no spread
+    # its coverage on normal data is its level (exact for the normal)
+    rng = np.random.default_rng(5)
+    draws = rng.normal(0.0, 2.0, size=(4000, 6))
+    hits = sum(lo <= 2.0 <= hi for lo, hi in
+               (stats.sd_interval(row, alpha=0.1)[1:] for row in draws))
+    assert abs(hits / 4000 - 0.9) < 0.02

@@ -31,8 +31,7 @@ EXACT = RunSpec(arm="exact", seed=None, setting="proof")
 
 # ================================================================= part 1: exact proof
 def exact_results(cfg) -> dict:
-    """Every exact number of part 1 (and the score's properties), JSON-able: the search
-    of :func:`audit.papers.fedtlu.algorithm.exact_results` over the declared grid."""
+    """Part 1's exact numbers: the paper's algorithm searched over the declared grid."""
     from audit.papers.fedtlu import algorithm as tlu
 
     return tlu.exact_results(int(cfg["n_random"]), D.SWEEP_ETA_L, D.SWEEP_RATIOS,
@@ -243,15 +242,11 @@ def evidence(results, ctx: RunContext) -> dict:
             resolution.append(float(np.mean(p["random"])) / float(np.mean(ntok)))
         pmin[st] = {a: np.array(per_seed(a, st, "ppl_min")) for a in ("random", "fedtlu")}
     # the reviewer's point about three runs, as a question of power (rows per setting)
-    from scipy.stats import chi2
-
     power_rows = []
     factor = stats.minimum_detectable_effect(PAPER_RUNS, alpha=ALPHA)
     for st in SETTINGS:
         rel = (ppl[st]["random"] - ppl[st]["fedtlu"]) / float(np.mean(ppl[st]["random"]))
-        sd = float(np.std(rel, ddof=1)) if n >= 2 else math.nan
-        lo = sd * math.sqrt((n - 1) / chi2.ppf(1 - alpha_p / 2, n - 1))
-        hi = sd * math.sqrt((n - 1) / chi2.ppf(alpha_p / 2, n - 1))
+        sd, lo, hi = stats.sd_interval(rel, alpha_p)
         try:
             need = stats.seeds_needed(equiv_rel, sd, alpha=ALPHA) if sd > 0 else "n/a"
         except ValueError:

@@ -11,8 +11,9 @@ from its own checkpoint, and a finished cluster's result is kept until the call 
 On the trained models, ``genefl-inverted-cosine`` reads two probes from here: the
 reviewer's perturbation test (``perturbation_test``) and the selection statistics
 (``selection_stats``: what top-gamma by the layer score keeps). ``genefl-uplink-bytes``
-reads the paper's model from here: its sizes under each convention (``size_variants``)
-and the layer scores of a short real update (``short_update_scores``).
+reads the paper's model from here: its sizes under each convention (``size_variants``),
+the learnGene selected after a short real update (``selected_gene``), and both protocols'
+messages counted (``count_messages``, over the seeded ``draws`` of participants).
 
 Not a claim: it is not listed in ``audit.claims.CLAIM_MODULES``.
 """
@@ -30,8 +31,9 @@ from audit.papers.genefl.algorithm import (GeneFL, cluster_clients, data_subspac
                                            planted_accuracy, select_layers)
 from audit.fl.models import layer_names
 
-__all__ = ["jaccard", "perturbation_test", "resnet18_meta", "selection_stats",
-           "short_update_scores", "simulate", "size_variants"]
+__all__ = ["count_messages", "draws", "jaccard", "participants", "perturbation_test",
+           "resnet18_meta", "selected_gene", "selection_stats", "short_update_scores",
+           "simulate", "size_variants"]
 
 #: the share of each agnostic client's pool that is its test split
 AGNOSTIC_TEST_FRACTION = 0.3
@@ -412,3 +414,73 @@ def short_update_scores(seed: int = 0):
     after = net.state_dict()
     layers = layer_keys(net)
     return layer_score(after, before, layers), layers, after
+
+
+# ------------------------------------------------------- Algorithm 2's messages, counted
+def draws(rounds: int, per_round: int, n_clients: int):
+    """Each round's participants: ``per_round`` clients drawn without replacement from
+    ``n_clients`` (seeded: the same draw for every count)."""
+    rng = np.random.default_rng([0, 7])
+    for _ in range(rounds):
+        yield rng.choice(n_clients, size=min(per_round, n_clients), replace=False).tolist()
+
+
+def participants(rounds: int, per_round: int, n_clients: int) -> int:
+    """Distinct clients that take part over ``rounds`` rounds (the draw of :func:`draws`)."""
+    return len({k for ks in draws(rounds, per_round, n_clients) for k in ks})
+
+
+def count_messages(model_state, param_names, gene_state, cfg: Mapping, once: bool) -> dict:
+    """Both protocols' messages over ``cfg``'s rounds, counted with ``audit.fl.comm``:
+    FedAvg (the model down and up for every participant) and GENE-FL as printed
+    (Algorithm 2: the cluster model down, the learnGene up; ``once``: the cluster model
+    only at a client's first round; the gene to each agnostic client). Totals in bytes."""
+    from audit.fl import comm
+
+    full = comm.message(model_state, param_names)  # the model, tensor by tensor
+    gene = comm.message(gene_state, param_names)
+    R, B, N = cfg["rounds"], cfg["clients_per_round"], cfg["n_clients"]
+    fed, gen = comm.CommLog(), comm.CommLog()
+    seen: set[int] = set()
+    for r, drawn in enumerate(draws(R, B, N), 1):  # only `once` depends on who takes part
+        for k in sorted(drawn):
+            fed.add(comm.Transfer("down", r, k, full, "global model"))
+            fed.add(comm.Transfer("up", r, k, full, "full model"))
+            if not once or k not in seen:  # Alg. 2 line 7 (once: only the first time)
+                gen.add(comm.Transfer("down", r, k, full, "cluster model"))
+            seen.add(k)
+            gen.add(comm.Transfer("up", r, k, gene, "learnGene"))
+    for j in range(cfg["n_agnostic"]):  # Alg. 2 line 10: the gene to each agnostic client
+        gen.add(comm.Transfer("down", R + 1, N + j, gene, "cluster learnGene"))
+    out = {}
+    for name, log in (("fedavg", fed), ("genefl", gen)):
+        for d in ("up", "down"):
+            out[f"{name}_{d}"] = log.total(d, "param")
+            out[f"{name}_{d}_buffers"] = log.total(d, "buffer")
+        pr = log.per_round("param")
+        out[f"{name}_per_round"] = [[r, pr[r]["up"], pr[r]["down"]] for r in sorted(pr)]
+    out["participants"] = len(seen)
+    return out
+
+
+def selected_gene(net, gene_bytes: float) -> tuple[dict, dict]:
+    """The learnGene that Algorithm 1 selects from ``net`` (the paper's model) after a
+    short real update: the top-gamma layers by the layer score, with gamma the count whose
+    parameter bytes come nearest ``gene_bytes``. Returns (the gene's state, what was
+    chosen: gamma, the layers, their scores and sizes, and the bytes at every gamma)."""
+    state = net.state_dict()
+    xi, layers, after = short_update_scores(0)
+    dims = {l: sum(after[k].numel() for k in ks) for l, ks in layers.items()}
+    L = len(layers)
+    order = sorted(xi, key=lambda l: -xi[l])
+    cum = np.cumsum([dims[l] * 4 for l in order])
+    gamma = int(np.argmin(np.abs(cum - gene_bytes))) + 1
+    sel = select_layers(xi, gamma, "top")
+    skeys = layer_state_keys(net)
+    gene_state = {k: state[k] for l in sel for k in skeys[l]}
+    return gene_state, dict(
+        gamma=gamma, n_layers=L, selected=sel,
+        selected_param_bytes=int(sum(dims[l] for l in sel) * 4),
+        sweep=[{"gamma": g, "fraction_layers": g / L, "gene_param_bytes": int(cum[g - 1])}
+               for g in range(1, L + 1)],
+        order=order, xi={l: xi[l] for l in order}, dims={l: int(dims[l]) for l in order})

@@ -2,17 +2,15 @@
 
 What the claim declares (the paper's numbers, the protocol as read, the reviewer's
 thresholds, arms, scales and texts) is in its declarations module,
-``audit.papers.genefl.declarations.uplink_bytes``; here: both protocols' messages
-counted by ``audit.fl.comm`` (exact; no seed; the model's sizes and a real update's
-layer scores are :mod:`audit.papers.genefl.simulation`'s), the parts' decisions
-and the evidence they rest on (``evidence``); :mod:`audit.papers.genefl.present.uplink_bytes`
+``audit.papers.genefl.declarations.uplink_bytes``; here: the units (exact, no seed: the
+paper's model, its selected learnGene and both protocols' messages, all counted by
+:mod:`audit.papers.genefl.simulation` with ``audit.fl.comm``), the parts' decisions and
+the evidence they rest on (``evidence``); :mod:`audit.papers.genefl.present.uplink_bytes`
 presents it.
 """
 from __future__ import annotations
 
 from typing import Mapping
-
-import numpy as np
 
 from audit.claims import AuditError, Claim, RunContext, RunSpec
 from audit import kit, questions
@@ -24,50 +22,6 @@ from audit.verdict import Outcome, Rule
 def client_counts(rounds: int, per_round: int) -> list[int]:
     """The distinct-participant counts P swept: B, 2B, ..., R x B."""
     return list(range(per_round, rounds * per_round + 1, per_round))
-
-
-# -------------------------------------------------------------------------- protocol
-def _draws(rounds: int, per_round: int, n_clients: int):
-    """Each round's participants: ``per_round`` clients drawn without replacement from
-    ``n_clients`` (seeded: the same draw for every count)."""
-    rng = np.random.default_rng([0, 7])
-    for _ in range(rounds):
-        yield rng.choice(n_clients, size=min(per_round, n_clients), replace=False).tolist()
-
-
-def participants(rounds: int, per_round: int, n_clients: int) -> int:
-    """Distinct clients that take part over ``rounds`` rounds (the draw of :func:`_counts`)."""
-    return len({k for ks in _draws(rounds, per_round, n_clients) for k in ks})
-
-
-def _counts(model_state, param_names, gene_state, cfg, once: bool) -> dict:
-    """Count both protocols' messages with ``audit.fl.comm``. Returns totals in bytes."""
-    from audit.fl import comm
-
-    full = comm.message(model_state, param_names)  # the model, tensor by tensor
-    gene = comm.message(gene_state, param_names)
-    R, B, N = cfg["rounds"], cfg["clients_per_round"], cfg["n_clients"]
-    fed, gen = comm.CommLog(), comm.CommLog()
-    seen: set[int] = set()
-    for r, drawn in enumerate(_draws(R, B, N), 1):  # only `once` depends on who takes part
-        for k in sorted(drawn):
-            fed.add(comm.Transfer("down", r, k, full, "global model"))
-            fed.add(comm.Transfer("up", r, k, full, "full model"))
-            if not once or k not in seen:  # Alg. 2 line 7 (once: only the first time)
-                gen.add(comm.Transfer("down", r, k, full, "cluster model"))
-            seen.add(k)
-            gen.add(comm.Transfer("up", r, k, gene, "learnGene"))
-    for j in range(cfg["n_agnostic"]):  # Alg. 2 line 10: the gene to each agnostic client
-        gen.add(comm.Transfer("down", R + 1, N + j, gene, "cluster learnGene"))
-    out = {}
-    for name, log in (("fedavg", fed), ("genefl", gen)):
-        for d in ("up", "down"):
-            out[f"{name}_{d}"] = log.total(d, "param")
-            out[f"{name}_{d}_buffers"] = log.total(d, "buffer")
-        pr = log.per_round("param")
-        out[f"{name}_per_round"] = [[r, pr[r]["up"], pr[r]["down"]] for r in sorted(pr)]
-    out["participants"] = len(seen)
-    return out
 
 
 def run(spec: RunSpec, ctx: RunContext) -> dict:
@@ -90,7 +44,8 @@ def run(spec: RunSpec, ctx: RunContext) -> dict:
                 "participants_per_round", "model_param_bytes", "gene")
         return {"clusters": [{k: c[k] for k in keep} for c in out["clusters"]],
                 "gamma": out["gamma"], "n_layers": out["n_layers"]}
-    from audit.papers.genefl.simulation import resnet18_meta, short_update_scores, size_variants
+    from audit.papers.genefl.simulation import (count_messages, participants, resnet18_meta,
+                                                selected_gene, size_variants)
 
     net = resnet18_meta()
     state = net.state_dict()
@@ -106,29 +61,14 @@ def run(spec: RunSpec, ctx: RunContext) -> dict:
         gene_state = {"learngene": torch.empty(n, dtype=torch.float32, device="meta")}
         pnames = pnames + ["learngene"]
     elif spec.arm == "genefl-selected":
-        from audit.papers.genefl.algorithm import layer_state_keys, select_layers
-
-        xi, layers, after = short_update_scores(0)
-        dims = {l: sum(after[k].numel() for k in ks) for l, ks in layers.items()}
-        L = len(layers)
-        order = sorted(xi, key=lambda l: -xi[l])
-        cum = np.cumsum([dims[l] * 4 for l in order])
-        gamma = int(np.argmin(np.abs(cum - D.PAPER_GENE_MB * D.MIB))) + 1
-        sel = select_layers(xi, gamma, "top")
-        skeys = layer_state_keys(net)
-        gene_state = {k: state[k] for l in sel for k in skeys[l]}
-        res.update(gamma=gamma, n_layers=L, selected=sel,
-                   selected_param_bytes=int(sum(dims[l] for l in sel) * 4),
-                   sweep=[{"gamma": g, "fraction_layers": g / L,
-                           "gene_param_bytes": int(cum[g - 1])} for g in range(1, L + 1)],
-                   order=order, xi={l: xi[l] for l in order},
-                   dims={l: int(dims[l]) for l in order})
+        gene_state, chosen = selected_gene(net, D.PAPER_GENE_MB * D.MIB)
+        res.update(chosen)
     else:
         raise AuditError(f"unknown arm {spec.arm!r}")
     res["learngene_param_bytes"] = sum(v.numel() * v.element_size()
                                        for k, v in gene_state.items() if k in set(pnames))
-    res["counts"] = _counts(state, pnames, gene_state, cfg, once=False)
-    res["counts_once"] = _counts(state, pnames, gene_state, cfg, once=True)
+    res["counts"] = count_messages(state, pnames, gene_state, cfg, once=False)
+    res["counts_once"] = count_messages(state, pnames, gene_state, cfg, once=True)
     if spec.arm != "fedavg":  # the once-per-client reading over the client count
         R, B = cfg["rounds"], cfg["clients_per_round"]
         res["n_grid"] = [{"n_clients": n, "participants": participants(R, B, n)}
@@ -251,7 +191,7 @@ def evidence(results, ctx: RunContext) -> dict:
     R0, K0 = cfg["rounds"], cfg["clients_per_round"]
     fed_total = fup + fdown
 
-    def once_ratio(res_, seen):  # closed form of _counts(once=True), checked below
+    def once_ratio(res_, seen):  # closed form of count_messages(once=True), checked below
         c = res_["counts"]
         return (c["genefl_up"] + seen * M + (c["genefl_down"] - R0 * K0 * M)) / fed_total
 
