@@ -195,19 +195,27 @@ def check_lock(result: ClaimResult) -> None:
 COMMITTED_REPORTS = Path(__file__).resolve().parent.parent / "reports"
 
 
-def check_committed_report(result: ClaimResult, *, rtol: float, atol: float,
-                           reports: Path | None = None) -> None:
+#: what a trained model's numbers depend on besides the code and the seeds (the report's
+#: ``environment``): a run is compared with a committed report only where all are equal
+KERNEL_FIELDS = ("python", "torch", "numpy", "scipy", "cpu", "libc")
+
+
+def check_committed_report(result: ClaimResult, *, rtol: float = 0.0, atol: float = 0.0,
+                           reports: Path | None = None, same_machine: bool = False) -> None:
     """Fail the calling test when this run differs, in what decides, from the committed
     report of its claim at its scale (``reports/<id>.json``, ``reports/<scale>/<id>.json``
     beyond smoke): every estimate, part, question, premise, setting and look, compared by
     :func:`audit.report.compare` within ``atol + rtol x magnitude``. A code change that
     moves a number must come with its regenerated report.
 
-    Meant for claims whose numbers do not depend on the machine's float kernels (exact
-    counts and proofs): a trained model's numbers move in the third decimal on another
-    CPU, so those claims are compared with ``audit diff`` when their reports are
-    regenerated. Skipped where there is no committed report (an installed package) or it
-    was run with other seeds or config."""
+    A claim whose numbers do not depend on the machine's float kernels (exact counts and
+    proofs) is compared anywhere. A trained model's numbers move in their last digits on
+    another processor or library build, so with ``same_machine`` the comparison is made
+    only where the committed report's :data:`KERNEL_FIELDS` and device kind equal this
+    run's (the machine that wrote the reports, or its twin), and exactly there by default;
+    elsewhere it is skipped, saying why, and ``audit diff`` compares the numbers when the
+    reports are regenerated. Skipped too where there is no committed report (an installed
+    package) or it was run with other seeds or config."""
     import json
 
     from audit import report
@@ -226,6 +234,16 @@ def check_committed_report(result: ClaimResult, *, rtol: float, atol: float,
         if committed.get(key) != ours.get(key):
             pytest.skip(f"{result.claim.id}: the committed {scale} report was run with other "
                         f"{key}; nothing to compare")
+    if same_machine:
+        theirs, mine = committed.get("environment") or {}, ours.get("environment") or {}
+        other = [k for k in KERNEL_FIELDS if not mine.get(k) or theirs.get(k) != mine.get(k)]
+        kind = [str(env.get("device", "")).split(" ")[0] for env in (theirs, mine)]
+        if kind[0] != kind[1]:  # cpu, cuda:0, ...
+            other.append("device")
+        if other:
+            pytest.skip(f"{result.claim.id}: the committed {scale} report was computed with "
+                        f"another {', '.join(other)}; a trained model's last digits may differ "
+                        f"there, so `audit diff` compares them when the reports are regenerated")
     found, _ = report.compare(committed, ours, rtol=rtol, atol=atol)
     if found:
         pytest.fail(f"{result.claim.id}: this run differs from the committed {scale} report "

@@ -443,7 +443,8 @@ def render_markdown(data: Mapping, figure_dir: str | None = None) -> str:
     lines += [f"- Seeds: {seeds if seeds else 'none (exact computation)'}",
               f"- Scale: `{data['scale']}`; config: `{json.dumps(data.get('config', {}), sort_keys=True)}`",
               f"- Environment: python {env.get('python')}, torch {env.get('torch')}, "
-              f"numpy {env.get('numpy')}, device {env.get('device')}, commit "
+              f"numpy {env.get('numpy')}, device {env.get('device')}"
+              + (f" ({env['cpu']})" if env.get("cpu") else "") + ", commit "
               f"`{env.get('commit')}`, code `{env.get('code_version')}`"
               + (f" (the claim's runs: `{env['claim_code_version']}`)"
                  if env.get("claim_code_version") else "") + f", {env.get('date')}"

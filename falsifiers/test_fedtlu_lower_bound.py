@@ -6,7 +6,7 @@ so D_full = LB_full = -4.5 and D_S = LB_S = -0.95*9/2 = -4.275.
 """
 import pytest
 
-from audit.pytest_plugin import check_lock
+from audit.pytest_plugin import check_committed_report, check_lock
 from audit.verdict import Outcome
 
 CLAIM = "fedtlu-lower-bound"
@@ -19,6 +19,13 @@ def result(audit_run):
 
 def test_verdict_matches_lock(result):
     check_lock(result)
+
+
+def test_numbers_equal_the_committed_report_on_its_machine(result):
+    # every number that decides, exactly, where this machine's processor and libraries
+    # are those the committed report was computed with; elsewhere skipped (a trained
+    # model's last digits may move), and `audit diff` compares at regeneration
+    check_committed_report(result, same_machine=True)
 
 
 @pytest.mark.parametrize("name,value", [

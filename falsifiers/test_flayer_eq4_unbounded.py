@@ -7,7 +7,7 @@ import math
 
 import pytest
 
-from audit.pytest_plugin import check_lock
+from audit.pytest_plugin import check_committed_report, check_lock
 
 CLAIM = "flayer-eq4-unbounded"
 L = 6  # the ladder's depth (the digits CNN has 6 parameter tensors)
@@ -20,6 +20,13 @@ def result(audit_run):
 
 def test_verdict_is_locked(result):
     check_lock(result)
+
+
+def test_numbers_equal_the_committed_report_on_its_machine(result):
+    # every number that decides, exactly, where this machine's processor and libraries
+    # are those the committed report was computed with; elsewhere skipped (a trained
+    # model's last digits may move), and `audit diff` compares at regeneration
+    check_committed_report(result, same_machine=True)
 
 
 def test_ladder_values_match_hand_computation(result):

@@ -20,7 +20,7 @@ from hypothesis import given, settings
 
 from audit.papers.flayer.algorithm import ARMS, CORRECTED, SERVER_RULES, eq4_multiplier
 from audit.fl.aggregate import Upload
-from audit.pytest_plugin import check_lock
+from audit.pytest_plugin import check_committed_report, check_lock
 
 CLAIM_ID = "flayer-masked-zero"
 LITERAL = SERVER_RULES["literal"]
@@ -93,6 +93,13 @@ def result(audit_run):
 
 def test_verdict_is_locked(result):
     check_lock(result)
+
+
+def test_numbers_equal_the_committed_report_on_its_machine(result):
+    # every number that decides, exactly, where this machine's processor and libraries
+    # are those the committed report was computed with; elsewhere skipped (a trained
+    # model's last digits may move), and `audit diff` compares at regeneration
+    check_committed_report(result, same_machine=True)
 
 
 def test_structural_part_holds_exactly_in_every_literal_round(result):

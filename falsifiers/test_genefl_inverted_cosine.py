@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from audit.papers.genefl.simulation import perturbation_test, selection_stats
-from audit.pytest_plugin import check_lock
+from audit.pytest_plugin import check_committed_report, check_lock
 
 CLAIM = "genefl-inverted-cosine"
 
@@ -75,6 +75,13 @@ def test_equal_size_perturbation_is_exact(result):
 
 def test_verdict_is_locked(result):
     check_lock(result)
+
+
+def test_numbers_equal_the_committed_report_on_its_machine(result):
+    # every number that decides, exactly, where this machine's processor and libraries
+    # are those the committed report was computed with; elsewhere skipped (a trained
+    # model's last digits may move), and `audit diff` compares at regeneration
+    check_committed_report(result, same_machine=True)
 
 
 def test_paper_scale_without_data_is_a_clear_error(monkeypatch):

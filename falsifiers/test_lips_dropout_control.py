@@ -6,7 +6,7 @@ the verdict against its lock in audit/locks.json.
 import numpy as np
 import pytest
 
-from audit.pytest_plugin import check_lock
+from audit.pytest_plugin import check_committed_report, check_lock
 from audit.verdict import Outcome
 
 CLAIM = "lips-dropout-control"
@@ -21,6 +21,13 @@ def result(audit_run):
 
 def test_verdict_matches_lock(result):
     check_lock(result)
+
+
+def test_numbers_equal_the_committed_report_on_its_machine(result):
+    # every number that decides, exactly, where this machine's processor and libraries
+    # are those the committed report was computed with; elsewhere skipped (a trained
+    # model's last digits may move), and `audit diff` compares at regeneration
+    check_committed_report(result, same_machine=True)
 
 
 def test_every_arm_has_an_accuracy_with_an_interval(result):

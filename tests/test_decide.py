@@ -172,3 +172,31 @@ def test_no_committed_report_or_other_seeds_is_a_skip(toy, tmp_path):
         check_committed_report(res, rtol=0.0, atol=0.0, reports=reports)
     with pytest.raises(pytest.skip.Exception, match="no committed smoke report"):
         check_committed_report(res, rtol=0.0, atol=0.0, reports=tmp_path / "none")
+
+
+@pytest.mark.parametrize("field", ["cpu", "torch", "libc", "device"])
+def test_a_trained_claim_is_compared_only_on_the_machine_its_report_came_from(
+        toy, tmp_path, field):
+    # same_machine: a report of another processor, library build or device kind is not
+    # compared (its last digits may differ); on the same one every number must be equal
+    from audit.pytest_plugin import check_committed_report
+
+    res, reports, path = _committed(toy, tmp_path)
+    data = json.loads(path.read_text())
+    data["estimates"][0]["value"] += 1e-9  # a last-digit move
+    path.write_text(json.dumps(data))
+    with pytest.raises(pytest.fail.Exception, match=data["estimates"][0]["name"]):
+        check_committed_report(res, reports=reports, same_machine=True)
+    env = data["environment"]
+    env[field] = "cuda:0 (another)" if field == "device" else "another"
+    path.write_text(json.dumps(data))
+    with pytest.raises(pytest.skip.Exception, match=f"another {field}"):
+        check_committed_report(res, reports=reports, same_machine=True)
+    # an older report without the field is another machine too: nothing to compare
+    del env[field]
+    path.write_text(json.dumps(data))
+    with pytest.raises(pytest.skip.Exception):
+        check_committed_report(res, reports=reports, same_machine=True)
+    # without same_machine (an exact claim) the move is found whatever the machine
+    with pytest.raises(pytest.fail.Exception):
+        check_committed_report(res, reports=reports)
