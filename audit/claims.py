@@ -280,9 +280,11 @@ class Claim:
             alone, without the presentation (estimates, tables, figures, notes), for what
             re-decides many times: the leave-one-seed-out stability check and the
             interim looks of ``--until-decided``. It must give
-            the parts and premise ``analyse`` gives: the runner checks that on every
-            analysis it checks for stability, and refuses the run otherwise. None:
-            ``analyse`` is used.
+            the parts and premise ``analyse`` gives (ids, verdicts, premise status, and
+            the ``gated`` and ``kind`` a stop reads): the runner checks that on the
+            analysis of every run (a sequential run's stopping look), and refuses the run
+            otherwise; an interim look trusts it. ``kit.staged`` makes both from one
+            ``evidence``, so they cannot differ. None: ``analyse`` is used.
         specs: the units to run for a context; default: every arm x every seed.
         paper_numbers: the paper's reported numbers, shown as the paper's.
         answers: extra record fields answered (for ``audit review``), field -> part id.

@@ -235,15 +235,10 @@ def check_committed_report(result: ClaimResult, *, rtol: float = 0.0, atol: floa
             pytest.skip(f"{result.claim.id}: the committed {scale} report was run with other "
                         f"{key}; nothing to compare")
     if same_machine:
-        theirs, mine = committed.get("environment") or {}, ours.get("environment") or {}
-        other = [k for k in KERNEL_FIELDS if not mine.get(k) or theirs.get(k) != mine.get(k)]
-        kind = [str(env.get("device", "")).split(" ")[0] for env in (theirs, mine)]
-        if kind[0] != kind[1]:  # cpu, cuda:0, ...
-            other.append("device")
-        if other:
-            pytest.skip(f"{result.claim.id}: the committed {scale} report was computed with "
-                        f"another {', '.join(other)}; a trained model's last digits may differ "
-                        f"there, so `audit diff` compares them when the reports are regenerated")
+        why = _other_machine(committed, ours)
+        if why:
+            pytest.skip(f"{result.claim.id}: {why}; a trained model's last digits may differ, "
+                        f"so `audit diff` compares them when the reports are regenerated")
     found, _ = report.compare(committed, ours, rtol=rtol, atol=atol)
     if found:
         pytest.fail(f"{result.claim.id}: this run differs from the committed {scale} report "
@@ -251,6 +246,32 @@ def check_committed_report(result: ClaimResult, *, rtol: float = 0.0, atol: floa
                     f"in what decides; regenerate the report (`audit run {result.claim.id}"
                     f"{'' if scale == 'smoke' else ' --scale ' + scale}`) or find the cause:\n"
                     + "\n".join(found), pytrace=False)
+
+
+def _device(env) -> str:
+    """The device a report ran on, without the CPU's core count (threads are the
+    claims' own): ``cpu``, or a GPU's whole name."""
+    text = str(env.get("device", ""))
+    return "cpu" if text.startswith("cpu") else text
+
+
+def _other_machine(committed, ours) -> str:
+    """Why the units behind two reports may not have run on one machine and software
+    (empty when they did): another processor, library, libc or device; units read from a
+    cache (the report's environment is where it was assembled, not where those ran); units
+    run on a cluster (its workers' machines are not recorded)."""
+    theirs, mine = committed.get("environment") or {}, ours.get("environment") or {}
+    other = [k for k in KERNEL_FIELDS if not mine.get(k) or theirs.get(k) != mine.get(k)]
+    if _device(theirs) != _device(mine):
+        other.append("device")
+    if other:
+        return f"the committed report was computed with another {', '.join(other)}"
+    for name, data in (("the committed report", committed), ("this run", ours)):
+        if (data.get("runs") or {}).get("cached", 1) != 0:
+            return f"{name} read units from a cache, which may have been computed elsewhere"
+        if "ray" in str((data.get("environment") or {}).get("backend", "")).lower():
+            return f"{name} ran its units on a Ray cluster"
+    return ""
 
 
 _PROPERTY = "audit_verdict"

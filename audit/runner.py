@@ -581,7 +581,9 @@ class LocalBackend:
     """Runs units one after another in this process (the reference backend; ``audit run
     --backend local``). ``audit run`` uses :class:`audit.pool.PoolBackend` by default where
     more than one core is usable (:func:`audit.pool.choose_backend`); :func:`execute`
-    called without a backend uses this one."""
+    called without a backend uses this one. Each unit runs with one BLAS thread, as in a
+    pool worker (whose math libraries load with one thread), so that a unit's numpy
+    products and decompositions sum in the same order whichever backend ran it."""
 
     name = "local"
 
@@ -589,8 +591,12 @@ class LocalBackend:
         return "one after another in this process (local backend)"
 
     def imap(self, claim: Claim, ctx: RunContext, specs: Sequence[RunSpec]):
+        from threadpoolctl import threadpool_limits
+
         for spec in specs:
-            yield spec, claim.run(spec, ctx)
+            with threadpool_limits(limits=1, user_api="blas"):
+                result = claim.run(spec, ctx)
+            yield spec, result
 
 
 class FunctionBackend(LocalBackend):
@@ -638,7 +644,8 @@ def _collect(claim: Claim, ctx: RunContext, *, cache: Cache, backend: Any,
     holds: an earlier look's), then the cache, the rest through ``backend``, each checked
     and cached the moment it arrives, so an interrupted sweep loses only the units still
     in flight. Returns (keyed context, code version, data fingerprint, specs, results,
-    the specs computed here, torch's thread count before the units ran)."""
+    the specs computed here (with their key material), the specs read from the cache,
+    torch's thread count before the units ran)."""
     ctx, version, data = _keyed_context(claim, ctx, cache)
     specs = claim.unit_specs(ctx)
     threads = torch_threads()  # read before any unit runs (units may set their own)
@@ -664,7 +671,7 @@ def _collect(claim: Claim, ctx: RunContext, *, cache: Cache, backend: Any,
         if bar is not None:
             bar.close()
         _set_torch_threads(threads)  # a unit's own setting does not outlive the run
-    return ctx, version, data, specs, results, todo, threads
+    return ctx, version, data, specs, results, todo, set(hits), threads
 
 
 def execute(claim: Claim, ctx: RunContext, *, cache: Cache,
@@ -683,7 +690,7 @@ def execute(claim: Claim, ctx: RunContext, *, cache: Cache,
     if backend is None:
         backend = FunctionBackend(runner) if runner is not None else LocalBackend()
     t0 = time.perf_counter()
-    ctx, version, data, specs, results, todo, threads = _collect(
+    ctx, version, data, specs, results, todo, hits, threads = _collect(
         claim, ctx, cache=cache, backend=backend, progress=progress, known=known)
     recomputed = 0
     diverged = non_finite_units(results)
@@ -693,7 +700,7 @@ def execute(claim: Claim, ctx: RunContext, *, cache: Cache,
         try:
             analysis = _analysed(claim, results, ctx)
         except (KeyError, TypeError, IndexError):
-            odd = _odd_cached_results(results, set(specs) - set(todo))
+            odd = _odd_cached_results(results, hits)  # (never a unit this run computed)
             if not odd:
                 if claim.origin:  # a plugin's analyse failed on its own results
                     exc = sys.exc_info()[1]
@@ -1061,8 +1068,8 @@ def with_stability(claim: Claim, results: Mapping[RunSpec, Mapping], ctx: RunCon
         with stats.without_flip():
             parts, premise = _decided(claim, results, ctx)
 
-        def said(ps, pr):
-            return ([(p.id, p.verdict.value) for p in ps],
+        def said(ps, pr):  # all a verdict and a sequential stop read of the parts
+            return ([(p.id, p.verdict.value, p.kind, bool(p.gated)) for p in ps],
                     None if pr is None else pr.status)
 
         if said(parts, premise) != said(verdict.parts, verdict.premise):
@@ -1158,12 +1165,13 @@ def execute_sequential(claim: Claim, ctx: RunContext, plan, *, cache: Cache,
         look_ctx = dataclasses.replace(ctx, seeds=pool[:n], alpha_fraction=float(share))
         verdict = None
         if n < plan.cap:  # an interim look: the decisions alone, where the claim has them
-            _, _, _, _, results, todo, _ = _collect(claim, look_ctx, cache=cache,
-                                                    backend=backend, progress=progress,
-                                                    known=held)
+            keyed, _, _, _, results, todo, _, _ = _collect(
+                claim, look_ctx, cache=cache, backend=backend, progress=progress, known=held)
             computed += len(todo)
-            held.update(results)
-            verdict = _interim_verdict(claim, results, look_ctx)
+            # held: what this run computed; a cached unit is read from the cache again at
+            # the next look (so an odd entry, once recomputed there, is not read twice)
+            held.update({spec: results[spec] for spec in todo})
+            verdict = _interim_verdict(claim, results, keyed)
         stop = None if verdict is None else stop_reason(claim, verdict)
         if verdict is None or stop is not None or n == plan.cap:
             # the look that ends the plan (or one the decisions alone cannot settle):

@@ -200,3 +200,28 @@ def test_a_trained_claim_is_compared_only_on_the_machine_its_report_came_from(
     # without same_machine (an exact claim) the move is found whatever the machine
     with pytest.raises(pytest.fail.Exception):
         check_committed_report(res, reports=reports)
+
+
+def test_units_from_a_cache_or_a_cluster_are_not_compared_as_this_machine_s(toy, tmp_path):
+    # the report's environment is where it was assembled: units read from a cache, or run
+    # on Ray workers, may have been computed on another machine
+    from audit.pytest_plugin import check_committed_report
+
+    res, reports, path = _committed(toy, tmp_path)
+    data = json.loads(path.read_text())
+    data["runs"]["cached"] = 3
+    path.write_text(json.dumps(data))
+    with pytest.raises(pytest.skip.Exception, match="from a cache"):
+        check_committed_report(res, reports=reports, same_machine=True)
+    data["runs"]["cached"] = 0
+    data["environment"]["backend"] = "on a Ray cluster (2 workers)"
+    path.write_text(json.dumps(data))
+    with pytest.raises(pytest.skip.Exception, match="Ray"):
+        check_committed_report(res, reports=reports, same_machine=True)
+    # another GPU is another device, whatever its index
+    data["environment"]["backend"] = res.environment["backend"]
+    for env in (data["environment"],):
+        env["device"] = "cuda:0 (NVIDIA A100)"
+    path.write_text(json.dumps(data))
+    with pytest.raises(pytest.skip.Exception, match="device"):
+        check_committed_report(res, reports=reports, same_machine=True)

@@ -411,3 +411,47 @@ def test_a_run_logged_to_a_file_holds_no_carriage_returns(toy, tmp_path, capsys)
     execute(toy.CLAIM, _ctx(toy.CLAIM), cache=Cache(tmp_path / "c"), progress=True)
     err = capsys.readouterr().err  # pytest's capture is not a terminal
     assert "\r" not in err and err.count("run(s) done") == 2 * len(toy.CLAIM.default_seeds)
+
+
+def test_an_odd_cache_entry_is_recomputed_once_across_sequential_looks(toy, tmp_path):
+    # a look repairs it on disk; the later looks read the repaired entry, not a copy the
+    # run held from before
+    import hashlib
+
+    from audit.runner import _canonical, execute_sequential
+    from audit.sequential import plan
+
+    cache = Cache(tmp_path / "c")
+    ctx = make_context(toy.CLAIM, "smoke", overrides={"effect": 0.02, "noise": 0.5})
+    execute(toy.CLAIM, dataclasses.replace(ctx, seeds=tuple(range(10))), cache=cache,
+            progress=False)  # look 1's units, cached
+    target = _entries(tmp_path)[3]
+    entry = json.loads(target.read_text())
+    entry["result"] = {"nothing": 1}
+    entry["checksum"] = hashlib.sha256(_canonical(entry["result"]).encode()).hexdigest()
+    target.write_text(json.dumps(entry))
+    toy.CALLS.clear()
+    with pytest.warns(CacheWarning, match="wrong shape") as caught:
+        res = execute_sequential(toy.CLAIM, ctx, plan(40), cache=cache, progress=False)
+    assert len([w for w in caught if issubclass(w.category, CacheWarning)]) == 1
+    assert [lk["n"] for lk in res.verdict.looks] == [10, 20, 40]
+    assert len(toy.CALLS) == 1 + 60  # the odd unit once, and the 60 new ones
+    assert (res.computed, res.cached) == (61, 19)
+
+
+def test_the_local_backend_runs_a_unit_with_one_blas_thread(toy):
+    # as a pool worker does: a unit's numpy products sum in one order on either backend
+    from threadpoolctl import threadpool_info
+
+    from audit.runner import LocalBackend
+
+    seen = []
+
+    class Probe:
+        def run(self, spec, ctx):
+            seen.append({i["num_threads"] for i in threadpool_info()
+                         if i["user_api"] == "blas"})
+            return {}
+
+    list(LocalBackend().imap(Probe(), None, [RunSpec("a", 0)]))
+    assert seen and seen[0] <= {1}

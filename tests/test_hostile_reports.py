@@ -45,6 +45,15 @@ def test_a_table_header_from_the_json_cannot_add_columns_or_lines(data):
     _assert_inert("\n".join(md))
 
 
+@pytest.mark.parametrize("field", ["cpu", "device", "backend"])
+def test_an_environment_field_is_inert_in_the_reproduce_line(data, field):
+    data["environment"][field] = INJECT + " `code` [x](javascript:alert(1))"
+    md = report.render_markdown(data)
+    _assert_inert(md)
+    line = next(ln for ln in md.splitlines() if ln.startswith("- Environment:"))
+    assert "](javascript:" not in line and "\n" not in line
+
+
 def test_a_scale_name_in_the_question_table_header_is_inert(data, toy, tmp_path):
     out = tmp_path / "out"
     report.write_data({**data, "scale": INJECT}, out)

@@ -1,6 +1,7 @@
 """The GENE-FL experiment driver: one whole run (``simulate``), shared by the two GENE-FL
 claims (:mod:`audit.papers.genefl.inverted_cosine`, and the simulated run of
-:mod:`audit.papers.genefl.uplink_bytes`).
+:mod:`audit.papers.genefl.uplink_bytes`), and the message counts of uplink-bytes's
+other units.
 
 Known clients are clustered once and each cluster trains GENE-FL (``GeneFL``, from
 :mod:`audit.papers.genefl.algorithm`) on the engine, with its uploads metered
