@@ -21,18 +21,7 @@ def _run(claim, tmp_path, seeds=range(6)):
 
 def test_stability_re_decides_with_decide_and_never_builds_the_report(toy, tmp_path):
     calls = {"analyse": 0, "decide": 0}
-
-    def analyse(results, ctx):
-        calls["analyse"] += 1
-        return toy.analyse(results, ctx)
-
-    def decide(results, ctx):
-        calls["decide"] += 1
-        a = toy.analyse(results, ctx)
-        return a.parts, a.premise
-
-    claim = dataclasses.replace(toy.CLAIM, analyse=analyse, decide=decide)
-    res = _run(claim, tmp_path)
+    res = _run(toy.counted(calls), tmp_path)
     # one report, one check that decide agrees with it, one decision per left-out seed
     assert calls == {"analyse": 1, "decide": 1 + 6}
     assert res.verdict.stability["loo_total"] == 6

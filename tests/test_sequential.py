@@ -209,23 +209,6 @@ def test_the_default_cap_is_one_look_at_smoke_and_two_above(toy, tmp_path):
     assert "--until-decided --max-seeds 10" in data["command"]
 
 
-def _counted(toy, calls, with_decide: bool):
-    """The toy claim whose analyse (and, with ``with_decide``, decide) count their calls."""
-    import dataclasses
-
-    def analyse(results, ctx):
-        calls["analyse"] += 1
-        return toy.analyse(results, ctx)
-
-    def decide(results, ctx):
-        calls["decide"] += 1
-        a = toy.analyse(results, ctx)
-        return a.parts, a.premise
-
-    return dataclasses.replace(toy.CLAIM, analyse=analyse,
-                               decide=decide if with_decide else None)
-
-
 @pytest.mark.parametrize("over", [{"effect": 0.02, "noise": 0.5},  # runs to the cap
                                   {"effect": 1.0, "noise": 0.05},  # stops at look 1
                                   {"effect": 0.0, "noise": 0.005, "gated": True}])  # futility
@@ -236,7 +219,7 @@ def test_interim_looks_decide_alone_and_look_as_a_full_analysis_does(toy, tmp_pa
     runs = {}
     for with_decide in (False, True):
         calls = {"analyse": 0, "decide": 0}
-        claim = _counted(toy, calls, with_decide)
+        claim = toy.counted(calls, with_decide)
         res = execute_sequential(claim, ctx, plan(40), progress=False,
                                  cache=Cache(tmp_path / f"c{with_decide}"))
         runs[with_decide] = res, calls
@@ -261,7 +244,7 @@ def test_a_plan_without_the_cache_computes_each_unit_once(toy, tmp_path, with_de
     # the looks share the units this run holds: with the cache off, look 2 does not
     # recompute look 1's seeds
     calls = {"analyse": 0, "decide": 0}
-    claim = _counted(toy, calls, with_decide)
+    claim = toy.counted(calls, with_decide)
     ctx = make_context(claim, "smoke", overrides={"effect": 0.02, "noise": 0.5})
     res = execute_sequential(claim, ctx, plan(20), progress=False,
                              cache=Cache(tmp_path / "c", enabled=False))

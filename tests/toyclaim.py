@@ -86,3 +86,21 @@ CLAIM = Claim(
     # alpha / 2): eight seeds let the toy's large effect be decided at one look
     default_seeds=tuple(range(8)),
 )
+
+
+def counted(calls: dict, with_decide: bool = True) -> Claim:
+    """The toy claim whose ``analyse`` (and, with ``with_decide``, a ``decide`` of the same
+    decisions) count their calls in ``calls["analyse"]`` and ``calls["decide"]``."""
+    import dataclasses
+
+    def counting_analyse(results, ctx):
+        calls["analyse"] += 1
+        return analyse(results, ctx)
+
+    def decide(results, ctx):
+        calls["decide"] += 1
+        a = analyse(results, ctx)
+        return a.parts, a.premise
+
+    return dataclasses.replace(CLAIM, analyse=counting_analyse,
+                               decide=decide if with_decide else None)
