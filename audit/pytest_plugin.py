@@ -18,6 +18,7 @@ so the section appears on the controller; lock and index updates hold a folder l
 """
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -269,7 +270,7 @@ def _other_machine(committed, ours) -> str:
     for name, data in (("the committed report", committed), ("this run", ours)):
         if (data.get("runs") or {}).get("cached", 1) != 0:
             return f"{name} read units from a cache, which may have been computed elsewhere"
-        if "ray" in str((data.get("environment") or {}).get("backend", "")).lower():
+        if re.search(r"\bRay\b", str((data.get("environment") or {}).get("backend", ""))):
             return f"{name} ran its units on a Ray cluster"
     return ""
 
