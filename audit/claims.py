@@ -283,8 +283,11 @@ class Claim:
             the parts and premise ``analyse`` gives (ids, verdicts, premise status, and
             the ``gated`` and ``kind`` a stop reads): the runner checks that on the
             analysis of every run (a sequential run's stopping look), and refuses the run
-            otherwise; an interim look trusts it. ``kit.staged`` makes both from one
-            ``evidence``, so they cannot differ. None: ``analyse`` is used.
+            otherwise. ``kit.staged`` makes both from one ``evidence``, so they cannot
+            differ, and marks the ``decide`` it makes (``decide.staged``): only such a
+            ``decide`` settles an interim look alone (a look that goes on is never
+            compared with an analysis); any other is used for the stability check, and
+            interim looks are analysed in full. None: ``analyse`` is used.
         specs: the units to run for a context; default: every arm x every seed.
         paper_numbers: the paper's reported numbers, shown as the paper's.
         answers: extra record fields answered (for ``audit review``), field -> part id.

@@ -31,10 +31,12 @@ def _run_unit(run, spec: dict, ctx: dict) -> dict:
     (shipped to the worker by reference, so a plugin registered as ``module:ATTR`` or whose
     ``run`` lives in another module works as a built-in claim does)."""
     import torch
+    from threadpoolctl import threadpool_limits
 
     ctx = dict(ctx)
     torch.set_num_threads(max(1, int(ctx.pop("threads", 1))))
-    return dict(run(RunSpec(**spec), RunContext.from_dict(ctx)))
+    with threadpool_limits(limits=1, user_api="blas"):  # as every backend runs a unit
+        return dict(run(RunSpec(**spec), RunContext.from_dict(ctx)))
 
 
 def _context_fields(ctx: RunContext) -> dict:

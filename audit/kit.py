@@ -159,7 +159,8 @@ def staged(evidence: Callable[[Any, RunContext], Mapping[str, Any]],
 
     for f in (analyse, decide):
         f.__module__, f.__qualname__ = evidence.__module__, f.__name__
-    return analyse, decide
+    decide.staged = True  # its decisions are analyse's by construction: an interim look
+    return analyse, decide  # of --until-decided may trust it alone (audit.runner)
 
 
 def family_outcome(match: Sequence[bool], beaten: Sequence[bool], needed: Sequence[str], *,

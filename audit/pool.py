@@ -204,9 +204,11 @@ class PoolBackend:
             return None, f"the claim's run cannot be sent to a worker: {_first_line(exc)}"
 
     def _here_imap(self, claim, ctx, specs, why: str):
+        from audit.runner import run_as_in_a_worker
+
         self._here = why
-        for spec in specs:
-            yield spec, claim.run(spec, ctx)
+        for spec in specs:  # with a worker's threads, as the local backend runs a unit
+            yield spec, run_as_in_a_worker(claim, spec, ctx)
 
     def imap(self, claim: Claim, ctx: RunContext,
              specs: Sequence[RunSpec]) -> Iterator[tuple[RunSpec, dict]]:

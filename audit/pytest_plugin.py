@@ -220,6 +220,7 @@ def check_committed_report(result: ClaimResult, *, rtol: float = 0.0, atol: floa
     import json
 
     from audit import report
+    from audit.safeio import term_text
 
     root = COMMITTED_REPORTS if reports is None else Path(reports)
     scale = result.ctx.scale
@@ -242,8 +243,9 @@ def check_committed_report(result: ClaimResult, *, rtol: float = 0.0, atol: floa
                         f"so `audit diff` compares them when the reports are regenerated")
     found, _ = report.compare(committed, ours, rtol=rtol, atol=atol)
     if found:
+        commit = term_text(str(committed["environment"].get("commit"))[:40])
         pytest.fail(f"{result.claim.id}: this run differs from the committed {scale} report "
-                    f"({path.name}, commit {str(committed['environment'].get('commit'))[:40]}) "
+                    f"({path.name}, commit {commit}) "
                     f"in what decides; regenerate the report (`audit run {result.claim.id}"
                     f"{'' if scale == 'smoke' else ' --scale ' + scale}`) or find the cause:\n"
                     + "\n".join(found), pytrace=False)

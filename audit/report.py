@@ -197,6 +197,11 @@ def _shape_problem(data: Mapping) -> str | None:
     if not all(isinstance(x.get("verdict"), str) and isinstance(x.get("why", ""), str)
                for x in data.get("settings") or []):
         return "each entry of 'settings' needs a string 'verdict' (and 'why', if any)"
+    runs = data.get("runs")
+    if runs is not None and not (isinstance(runs, Mapping) and all(
+            isinstance(v, int) and not isinstance(v, bool) and v >= 0
+            for v in runs.values())):
+        return "'runs' must be null or an object of whole numbers >= 0"
     premise = data.get("premise")
     if premise is not None and not (isinstance(premise, Mapping)
                                     and isinstance(premise.get("status"), str)

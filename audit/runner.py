@@ -581,9 +581,8 @@ class LocalBackend:
     """Runs units one after another in this process (the reference backend; ``audit run
     --backend local``). ``audit run`` uses :class:`audit.pool.PoolBackend` by default where
     more than one core is usable (:func:`audit.pool.choose_backend`); :func:`execute`
-    called without a backend uses this one. Each unit runs with one BLAS thread, as in a
-    pool worker (whose math libraries load with one thread), so that a unit's numpy
-    products and decompositions sum in the same order whichever backend ran it."""
+    called without a backend uses this one. Each unit runs with one BLAS thread and one
+    torch thread, as in a pool worker (:func:`run_as_in_a_worker`)."""
 
     name = "local"
 
@@ -591,12 +590,25 @@ class LocalBackend:
         return "one after another in this process (local backend)"
 
     def imap(self, claim: Claim, ctx: RunContext, specs: Sequence[RunSpec]):
-        from threadpoolctl import threadpool_limits
-
         for spec in specs:
-            with threadpool_limits(limits=1, user_api="blas"):
-                result = claim.run(spec, ctx)
-            yield spec, result
+            yield spec, run_as_in_a_worker(claim, spec, ctx)
+
+
+def run_as_in_a_worker(claim: Claim, spec: RunSpec, ctx: RunContext) -> Any:
+    """``claim.run(spec, ctx)`` in this process with the threads a pool worker gives a
+    unit: one BLAS thread and, on the CPU, one torch thread (both restored afterwards; a
+    unit may still set its own). A unit's float sums then run in the same order whichever
+    backend ran it, a plugin's that sets no threads of its own included."""
+    from threadpoolctl import threadpool_limits
+
+    before = torch_threads()
+    if str(getattr(ctx, "device", "cpu")).startswith("cpu"):
+        _set_torch_threads(1)
+    try:
+        with threadpool_limits(limits=1, user_api="blas"):
+            return claim.run(spec, ctx)
+    finally:
+        _set_torch_threads(before)
 
 
 class FunctionBackend(LocalBackend):
@@ -652,8 +664,6 @@ def _collect(claim: Claim, ctx: RunContext, *, cache: Cache, backend: Any,
     held = {s: known[s] for s in specs if s in (known or {})}
     hits, todo = _from_cache(claim, [s for s in specs if s not in held], ctx, cache,
                              version, data)
-    # in the specs' order, held or cached, then the computed ones as they arrive: the
-    # order a cached run has always had
     results = {s: held.get(s, hits.get(s)) for s in specs if s in held or s in hits}
     bar = _progress(len(todo), claim.id, progress and len(todo) > 0)
     unit_ctx = ctx  # long units: the current federated run's round beside the bar
@@ -671,7 +681,19 @@ def _collect(claim: Claim, ctx: RunContext, *, cache: Cache, backend: Any,
         if bar is not None:
             bar.close()
         _set_torch_threads(threads)  # a unit's own setting does not outlive the run
+    # in the specs' order, whatever order the backend finished them in: an analysis that
+    # sums over the results then gives the same last digits from a pool, a cluster, the
+    # cache or one unit after another
+    results = in_spec_order(specs, results)
     return ctx, version, data, specs, results, todo, set(hits), threads
+
+
+def in_spec_order(specs: Sequence[RunSpec], results: Mapping[RunSpec, Mapping]
+                  ) -> dict[RunSpec, Mapping]:
+    """``results`` in the order of ``specs`` (those it holds; any others after them)."""
+    ordered = {s: results[s] for s in specs if s in results}
+    ordered.update((s, r) for s, r in results.items() if s not in ordered)
+    return ordered
 
 
 def execute(claim: Claim, ctx: RunContext, *, cache: Cache,
@@ -701,6 +723,10 @@ def execute(claim: Claim, ctx: RunContext, *, cache: Cache,
             analysis = _analysed(claim, results, ctx)
         except (KeyError, TypeError, IndexError):
             odd = _odd_cached_results(results, hits)  # (never a unit this run computed)
+            if not odd and hits and not claim.origin:
+                # no entry stands out (an arm of one unit, an exact claim): every cached
+                # unit is a suspect, and computing them again is the one cure
+                odd = sorted(hits, key=_spec_order)
             if not odd:
                 if claim.origin:  # a plugin's analyse failed on its own results
                     exc = sys.exc_info()[1]
@@ -750,7 +776,7 @@ def run_units(claim: Claim, ctx: RunContext, specs: Sequence[RunSpec], *, cache:
                 on_result(spec, result)
     finally:
         _set_torch_threads(threads)  # a unit's own setting does not outlive the call
-    return results, len(todo)
+    return in_spec_order(specs, results), len(todo)
 
 
 def _plugin_name(claim: Claim) -> str:
@@ -828,13 +854,15 @@ def _decided(claim: Claim, results, ctx) -> tuple[tuple, Any]:
 def _interim_verdict(claim: Claim, results, ctx) -> Verdict | None:
     """An interim look's verdict from the claim's decisions alone (``Claim.decide``: no
     estimates, tables or figures are built for a look that does not end the plan, and no
-    flip distance is sought); None where they cannot give it: a claim without ``decide``,
-    a unit that diverged, or decisions that raise. The look is then analysed in full,
+    flip distance is sought); None where they cannot give it: a claim whose ``decide`` was
+    not made by :func:`audit.kit.staged` (only there are its decisions those of
+    ``analyse`` by construction; a look that goes on is never checked against an
+    analysis), a unit that diverged, or decisions that raise. The look is then analysed in full,
     which recovers from odd cache entries or reports the error as a run would."""
     from audit import stats
 
-    if claim.decide is None or non_finite_units(results):
-        return None
+    if not getattr(claim.decide, "staged", False) or non_finite_units(results):
+        return None  # a decide not built with its analyse (kit.staged) is not trusted alone
     try:
         with stats.without_flip():
             parts, premise = _decided(claim, results, ctx)
@@ -917,7 +945,11 @@ def _odd_cached_results(results: Mapping[RunSpec, Mapping],
         if len(members) < 2 or count * 2 <= len(members):
             continue
         odd += [s for s in members if s in cached and frozenset(results[s]) != common]
-    return sorted(odd, key=lambda s: (s.setting, s.arm, -1 if s.seed is None else s.seed))
+    return sorted(odd, key=_spec_order)
+
+
+def _spec_order(s: RunSpec) -> tuple:
+    return (s.setting, s.arm, -1 if s.seed is None else s.seed)
 
 
 # ------------------------------------------------------------------------- divergence
@@ -1069,8 +1101,8 @@ def with_stability(claim: Claim, results: Mapping[RunSpec, Mapping], ctx: RunCon
             parts, premise = _decided(claim, results, ctx)
 
         def said(ps, pr):  # all a verdict and a sequential stop read of the parts
-            return ([(p.id, p.verdict.value, p.kind, bool(p.gated)) for p in ps],
-                    None if pr is None else pr.status)
+            return ([(p.id, p.verdict.value, p.kind, bool(p.gated), p.alpha_share,
+                      p.reachable) for p in ps], None if pr is None else pr.status)
 
         if said(parts, premise) != said(verdict.parts, verdict.premise):
             raise AuditError(f"{claim.id}: its decide gives {said(parts, premise)}, its "

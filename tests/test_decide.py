@@ -214,3 +214,29 @@ def test_units_from_a_cache_or_a_cluster_are_not_compared_as_this_machine_s(toy,
     path.write_text(json.dumps(data))
     with pytest.raises(pytest.skip.Exception, match="device"):
         check_committed_report(res, reports=reports, same_machine=True)
+
+
+@pytest.mark.parametrize("runs", [[0], "x", 5, {"cached": False}, {"cached": -1}])
+def test_a_committed_report_with_malformed_runs_is_one_error(toy, tmp_path, runs):
+    from audit.errors import AuditError
+    from audit.pytest_plugin import check_committed_report
+
+    res, reports, path = _committed(toy, tmp_path)
+    data = json.loads(path.read_text())
+    data["runs"] = runs
+    path.write_text(json.dumps(data))
+    with pytest.raises(AuditError, match="'runs' must be"):
+        check_committed_report(res, reports=reports, same_machine=True)
+
+
+def test_the_failure_names_the_committed_commit_without_terminal_controls(toy, tmp_path):
+    from audit.pytest_plugin import check_committed_report
+
+    res, reports, path = _committed(toy, tmp_path)
+    data = json.loads(path.read_text())
+    data["estimates"][0]["value"] += 1.0
+    data["environment"]["commit"] = "\x1b]0;pwned\x07\x1b[2Jabc"
+    path.write_text(json.dumps(data))
+    with pytest.raises(pytest.fail.Exception) as failed:
+        check_committed_report(res, reports=reports)
+    assert "\x1b" not in str(failed.value) and "\x07" not in str(failed.value)

@@ -455,3 +455,87 @@ def test_the_local_backend_runs_a_unit_with_one_blas_thread(toy):
 
     list(LocalBackend().imap(Probe(), None, [RunSpec("a", 0)]))
     assert seen and seen[0] <= {1}
+
+
+def test_analysis_sees_the_units_in_spec_order_whatever_order_they_finished(toy, tmp_path):
+    # a pool or a cluster finishes units in any order; a float sum over the results must
+    # not depend on it, so the analysis gets them in the specs' order on every backend
+    import dataclasses
+
+    from audit.runner import FunctionBackend
+
+    class Reversed(FunctionBackend):
+        def imap(self, claim, ctx, specs):
+            for spec in reversed(list(specs)):
+                yield spec, self.fn(spec)
+
+    seen = []
+
+    def analyse(results, ctx):
+        seen.append(list(results))
+        return toy.analyse(results, ctx)
+
+    claim = dataclasses.replace(toy.CLAIM, analyse=analyse)
+    ctx = make_context(claim, "smoke")
+    run = lambda spec: toy.run(spec, ctx)  # noqa: E731
+    firsts = []  # each run's analysis (the stability check's re-decisions come after it)
+    for name, backend in (("a", Reversed(run)), ("b", FunctionBackend(run))):
+        seen.clear()
+        execute(claim, ctx, cache=Cache(tmp_path / name), progress=False, backend=backend)
+        firsts.append(seen[0])
+    assert firsts[0] == firsts[1] == list(claim.unit_specs(ctx))
+
+
+def test_a_unit_run_here_gets_a_worker_s_threads_and_they_are_restored(toy):
+    # one BLAS and one torch thread, as in a pool worker, also where the pool runs a unit
+    # in this process; the process's own counts come back afterwards
+    import torch
+    from threadpoolctl import threadpool_info
+
+    from audit.pool import PoolBackend
+
+    seen = []
+
+    class Probe:
+        id = "probe"
+
+        def run(self, spec, ctx):
+            seen.append((torch.get_num_threads(), {i["num_threads"] for i in threadpool_info()
+                                                   if i["user_api"] == "blas"}))
+            return {}
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        ctx = make_context(toy.CLAIM, "smoke")
+        list(PoolBackend(workers=2)._here_imap(Probe(), ctx, [RunSpec("a", 0)], "test"))
+        assert torch.get_num_threads() == 2
+    finally:
+        torch.set_num_threads(before)
+    assert seen and seen[0][0] == 1 and seen[0][1] <= {1}
+
+
+def test_a_wrong_shape_entry_of_a_one_unit_arm_is_computed_again(tmp_path):
+    # no other unit of its arm to tell it apart: every cached unit is a suspect, and the
+    # run computes them again instead of ending in a KeyError
+    import hashlib
+
+    from audit import claims as claims_mod
+    from audit.runner import CacheWarning, _canonical
+
+    claim = claims_mod.get("genefl-uplink-bytes")
+    ctx = make_context(claim, "smoke")
+    cache = Cache(tmp_path / "c")
+    first = execute(claim, ctx, cache=cache, progress=False)
+    entries = sorted((tmp_path / "c").rglob("*.json"))
+    assert entries
+    target = entries[0]
+    entry = json.loads(target.read_text())
+    entry["result"] = {"nothing": 1}
+    entry["checksum"] = hashlib.sha256(_canonical(entry["result"]).encode()).hexdigest()
+    target.write_text(json.dumps(entry))
+    with pytest.warns(CacheWarning, match="wrong shape"):
+        again = execute(claim, ctx, cache=cache, progress=False)
+    assert again.verdict.verdict == first.verdict.verdict
+    assert [e.value for e in again.analysis.estimates] == [
+        e.value for e in first.analysis.estimates]

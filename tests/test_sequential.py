@@ -260,7 +260,32 @@ def test_an_interim_look_whose_decide_raises_is_analysed_in_full(toy, tmp_path):
     def decide(results, ctx):
         raise KeyError("no such metric")
 
+    decide.staged = True  # as kit.staged marks it: an interim look tries it alone
     claim = dataclasses.replace(toy.CLAIM, decide=decide)
     ctx = make_context(claim, "smoke", overrides={"effect": 0.02, "noise": 0.5})
     with pytest.raises(KeyError):  # the stability check calls decide on the full look
         execute_sequential(claim, ctx, plan(20), progress=False, cache=Cache(tmp_path / "c"))
+
+
+def test_a_decide_not_made_with_its_analyse_never_settles_an_interim_look(toy, tmp_path):
+    # a hand-written decide that says "go on" below the cap while the analysis decides:
+    # trusted alone, it would carry the run past the look the plan stops at, and no
+    # analysis of that look would ever see it. Unmarked, every look is analysed in full,
+    # the run stops at look 1, and the decide is caught disagreeing there
+    import dataclasses
+
+    from audit.errors import AuditError
+    from audit.verdict import Outcome
+
+    def decide(results, ctx):
+        a = toy.analyse(results, ctx)
+        if len(ctx.seeds) < 20:
+            return tuple(dataclasses.replace(p, verdict=Outcome.INCONCLUSIVE)
+                         for p in a.parts), a.premise
+        return a.parts, a.premise
+
+    claim = dataclasses.replace(toy.CLAIM, decide=decide)
+    ctx = make_context(claim, "smoke", overrides={"effect": 1.0, "noise": 0.05})
+    with pytest.raises(AuditError, match="its decide gives"):
+        execute_sequential(claim, ctx, plan(20), progress=False, cache=Cache(tmp_path / "c"))
+    assert len(toy.CALLS) == 20  # the units of look 1 only: the run stopped there

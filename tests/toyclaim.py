@@ -102,5 +102,7 @@ def counted(calls: dict, with_decide: bool = True) -> Claim:
         a = analyse(results, ctx)
         return a.parts, a.premise
 
+    # analyse's own decisions, as kit.staged's are, so interim looks may trust it alone
+    decide.staged = True
     return dataclasses.replace(CLAIM, analyse=counting_analyse,
                                decide=decide if with_decide else None)
