@@ -337,6 +337,8 @@ def _select(args) -> list[Claim]:
 
 def _contexts(args, selected):
     seeds = args.seed_list if args.seed_list is not None else args.seeds
+    if isinstance(seeds, int) and seeds < 1:  # an exact claim ignores seeds, not a bad count
+        raise AuditError(f"the seed count must be positive, got {seeds}")
     out = []
     for c in selected:
         overrides = dict(args.overrides)

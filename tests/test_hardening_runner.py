@@ -539,3 +539,13 @@ def test_a_wrong_shape_entry_of_a_one_unit_arm_is_computed_again(tmp_path):
     assert again.verdict.verdict == first.verdict.verdict
     assert [e.value for e in again.analysis.estimates] == [
         e.value for e in first.analysis.estimates]
+
+
+@pytest.mark.parametrize("count", ["-3", "0"])
+def test_a_bad_seed_count_is_refused_for_an_exact_claim_too(tmp_path, capsys, count):
+    # an exact claim runs no seeds, but a bad count is still a mistake to name, not ignore
+    out = tmp_path / "r"
+    assert main(["run", "genefl-uplink-bytes", "--out", str(out), "--quiet",
+                 "--seeds", count]) == 2
+    assert f"seed count must be positive, got {count}" in capsys.readouterr().err
+    assert not out.exists()
