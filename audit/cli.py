@@ -583,10 +583,12 @@ def cmd_report(args) -> int:
               if (data := report.load(args.out, cid)) is not None]  # all read, then written
     safeio.check_output_folder(args.out)  # never replace a file audit did not write
     report.check_writable(args.out)
-    n = 0
-    for data, source in loaded:
-        report.write_data(data, args.out, source=source)
-        n += 1
+    # every report rendered in memory before the first is written: one that cannot be
+    # rendered leaves the folder as it was
+    done = [report.rendered(data, args.out, source=source) for data, source in loaded]
+    for one in done:
+        report.write_rendered(one)
+    n = len(done)
     from audit import coverage
 
     report.write_index(args.out, reg)
@@ -671,15 +673,38 @@ def cmd_lock(args) -> int:
             raise AuditError(f"{cid}: the report in {str(args.out)!r} is a tuning run; no "
                              "lock is written from one")
         todo.append((reg[cid], data))
-    for claim, data in todo:  # every report read and checked before any lock is written
-        parts = [Part.from_dict(p) for p in data["parts"]]
+    def lock(claim, data, path):
         plan = data.get("plan")
-        claims_mod.write_lock(claim.id, str(data["scale"]), Outcome(data["verdict"]), parts,
-                              [int(x) for x in data["seeds"]], path=claim.locks_path(),
+        if plan is not None and not (isinstance(plan, dict) and "looks" in plan
+                                     and "spending" in plan):
+            raise AuditError(f"{claim.id}: the report's plan must be an object with "
+                             "'looks' and 'spending'")
+        claims_mod.write_lock(claim.id, str(data["scale"]), Outcome(data["verdict"]),
+                              [Part.from_dict(p) for p in data["parts"]],
+                              [int(x) for x in data["seeds"]], path=path,
                               plan=({"looks": plan["looks"], "spending": plan["spending"]}
-                                    if isinstance(plan, dict) else None),
+                                    if plan is not None else None),
                               questions={q["id"]: q["verdict"]
                                          for q in data.get("questions") or []})
+
+    import tempfile
+
+    for claim, data in todo:  # every report read and checked before any lock is written
+        if data["scale"] not in claim.scales:
+            raise AuditError(f"{claim.id}: the report's scale "
+                             f"{safeio.term_text(str(data['scale']))[:40]!r} is not one of "
+                             f"the claim's ({', '.join(claim.scales)})")
+    with tempfile.TemporaryDirectory() as tmp:  # and every lock written and read back
+        scratch = Path(tmp) / "locks.json"  # in a scratch file first: a lock the checks
+        for claim, data in todo:  # of every later command refuse is never written
+            lock(claim, data, scratch)
+        try:
+            claims_mod.read_locks(scratch)
+        except AuditError as exc:
+            raise AuditError(str(exc).replace(str(scratch), "the lock it would write")
+                             + "; nothing locked") from None
+    for claim, data in todo:
+        lock(claim, data, claim.locks_path())
         print(f"locked {claim.id} at {data['scale']}: {data['verdict']} "
               f"({len(data['seeds'])} seeds)")
     return 0

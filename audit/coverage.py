@@ -54,11 +54,15 @@ class Cover:
     # what would decide the question where no committed scale decided it (its report's
     # "needs", per scale); "" where it is decided or says nothing
     needs: str = ""
+    # the question's word at each committed scale that has a readable verdict report;
+    # empty where a scale's report could not be read (then nothing is counted decided)
+    words: tuple[str, ...] = ()
 
     @property
     def decided(self) -> bool:
-        """CONFIRMED or REFUTED at some committed scale (a SPLIT names each scale)."""
-        return any(w in self.verdict for w in DECIDED)
+        """CONFIRMED or REFUTED at some committed scale, read from the words themselves
+        (never from the rendered text, which may quote a report's own)."""
+        return any(w in DECIDED for w in self.words)
 
 
 DECIDED = ("CONFIRMED", "REFUTED")
@@ -234,14 +238,18 @@ def _verdict(claim, ref: str | None, out: Path) -> tuple[str, str | None]:
     return _verdict_needs(claim, ref, out)[:2]
 
 
-def _verdict_needs(claim, ref: str | None, out: Path) -> tuple[str, str | None, str]:
-    """:func:`_verdict` and what would decide the question at the scales that left it
-    open (each scale's "needs", named by scale when both exist)."""
+def _verdict_needs(claim, ref: str | None, out: Path
+                   ) -> tuple[str, str | None, str, tuple[str, ...]]:
+    """:func:`_verdict`, what would decide the question at the scales that left it open
+    (each scale's "needs", named by scale when both exist), and its word at each scale
+    (none when a report could not be read: the other scale's word alone would promote
+    it). A tuning run (tuning seeds) is no verdict and is named as such."""
     from audit import report
 
     found: dict[str, str] = {}
     needs: dict[str, str] = {}
     older: dict[str, str] = {}  # scale -> the commit of a report by earlier claim code
+    left_out: list[str] = []  # what a scale's report is, where it gives no verdict
     for folder in (out, out / "full"):
         if folder != out and not folder.is_dir():
             continue
@@ -249,14 +257,18 @@ def _verdict_needs(claim, ref: str | None, out: Path) -> tuple[str, str | None, 
             data = report.load(folder, claim.id)
         except AuditError as exc:
             if folder == out:
-                return f"report unreadable ({exc})", None, ""
+                return f"report unreadable ({exc})", None, "", ()
+            left_out.append("the full report is unreadable")
             continue
         if data is None:
+            continue
+        if data.get("tuning_run"):
+            left_out.append(f"the {data.get('scale')} report is a tuning run (no verdict)")
             continue
         v = _entry_verdict(data, ref, claim)
         if v is None:
             if folder == out:
-                return f"{ref!r} not in the report", str(data.get("scale")), ""
+                return f"{ref!r} not in the report", str(data.get("scale")), "", ()
             continue
         scale = str(data.get("scale"))
         if scale not in found:
@@ -266,21 +278,24 @@ def _verdict_needs(claim, ref: str | None, out: Path) -> tuple[str, str | None, 
             n = _entry_needs(data, ref, claim)
             if n:
                 needs.setdefault(scale, n)
+    if left_out:  # a scale without a verdict: no word is counted, and the page says why
+        shown = ", ".join(f"{s} {v}" for s, v in found.items()) or "no verdict report"
+        return f"{shown}; {'; '.join(left_out)}", None, "", ()
     if not found:
-        return "not run", None, ""
+        return "not run", None, "", ()
     if any(v in DECIDED for v in found.values()):
         needs = {}  # decided at some scale: nothing more is needed to decide it
     need = (next(iter(needs.values())) if len(needs) == 1 and len(found) == 1 else
             "; ".join(f"{s}: {n}" for s, n in needs.items()))
     if len(found) == 1:
         scale, v = next(iter(found.items()))
-        return v, scale, need
+        return v, scale, need, (v,)
     words = set(found.values())
     word = next(iter(words)) if len(words) == 1 else "SPLIT"
     if len(words) == 1:  # the scales agree: an earlier code's report changes nothing
         older = {}
     return (f"{word} ({', '.join(f'{s} {v}' + _earlier(older.get(s)) for s, v in found.items())})",
-            None, need)
+            None, need, tuple(found.values()))
 
 
 def _earlier(commit: str | None) -> str:
@@ -330,8 +345,9 @@ def cover_record(record: Mapping, source: str, registry: Mapping, out: Path,
                 cov.dangling.append(f"{claim.id} declares {f!r}, which is not an item path "
                                    "of this record, so it covers nothing")
                 continue
-            verdict, scale, needs = _verdict_needs(claim, part, out)
-            by_path.setdefault(f, []).append(Cover(claim.id, part, verdict, scale, needs))
+            verdict, scale, needs, words = _verdict_needs(claim, part, out)
+            by_path.setdefault(f, []).append(Cover(claim.id, part, verdict, scale, needs,
+                                                   words))
     for path, section in items:
         note = notes.get(path) if notes is not None else None
         if note is not None:
@@ -472,8 +488,11 @@ def render_text(coverages: list[RecordCoverage]) -> str:
     for cov in coverages:
         if not cov.rows and cov.problems:
             continue  # unreadable record: its problems go to stderr
-        lines.append(_heading(cov))
-        rows = [("item", "paraphrase (ours)", "claim / part", "verdict")] + _table_rows(cov)
+        lines.append(safeio.term_text(_heading(cov)))  # a record's id and file name
+        # each cell inert for a terminal (a record's text may hold a newline or an
+        # escape sequence); the line breaks are this table's own
+        rows = [("item", "paraphrase (ours)", "claim / part", "verdict")] + [
+            tuple(safeio.term_text(c) for c in r) for r in _table_rows(cov)]
         widths = [max(len(r[i]) for r in rows) for i in range(3)]
         for r in rows:
             lines.append("  " + "  ".join(r[i].ljust(widths[i]) for i in range(3))
@@ -552,7 +571,7 @@ def run_review(paths: list[Path], as_json: bool, markdown: bool, out: Path) -> i
     if as_json:
         print(json.dumps([c.to_dict() for c in coverages], indent=2))
     else:
-        print(safeio.term_text(render_text(coverages)).replace("\\n", "\n"), end="")
+        print(render_text(coverages), end="")
     if markdown:
         path = out / "coverage.md"
         safeio.atomic_write(safeio.inside(out, path), render_markdown(coverages, out))

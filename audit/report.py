@@ -136,8 +136,13 @@ _QUESTION_WORDS = _WORDS + ("MEASURED",)
 
 def _shape_problem(data: Mapping) -> str | None:
     """The first way ``data`` breaks the JSON contract's types, or None."""
-    def is_num(x: Any) -> bool:  # NaN and Infinity are no runtime or seed
-        return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
+    def is_num(x: Any) -> bool:  # NaN, Infinity and an int past float's range are none
+        if not isinstance(x, (int, float)) or isinstance(x, bool):
+            return False
+        try:
+            return math.isfinite(x)
+        except OverflowError:  # an int of hundreds of digits
+            return False
 
     def objects(key: str, named: str | None) -> str | None:
         items = data.get(key, [])
@@ -173,6 +178,10 @@ def _shape_problem(data: Mapping) -> str | None:
                for p in data["parts"]):
         return "each entry of 'parts' needs a verdict (one of " \
                f"{', '.join(_VERDICTS)}) and a string 'rule'"
+    if not all(isinstance(p.get("reachable", list(_VERDICTS)), list)
+               and all(r in _VERDICTS for r in p.get("reachable", _VERDICTS))
+               for p in data["parts"]):
+        return f"each entry of 'parts' needs 'reachable' as a list of {', '.join(_VERDICTS)}"
     for f in data.get("figures") or []:
         if not isinstance(f.get("series"), list) or not all(
                 isinstance(s, Mapping) for s in f["series"]):
@@ -190,6 +199,16 @@ def _shape_problem(data: Mapping) -> str | None:
         return ("each entry of 'questions' needs a verdict (one of "
                 f"{', '.join(_QUESTION_WORDS)}), string 'asks' and 'kind', a list of "
                 "string 'fields' and a list of 'rows' objects")
+    ids = [q["id"] for q in data.get("questions") or []]
+    if len(ids) != len(set(ids)):
+        return "each question id must appear once in 'questions'"
+    if ids:
+        from audit.questions import headline_word
+
+        word = headline_word(data["questions"])
+        if data["verdict"] != word:
+            return (f"'verdict' {data['verdict']} is not the word its questions give "
+                    f"({word})")
     for key, named in (("settings", "setting"), ("searches", "question")):
         problem = objects(key, named)
         if problem:
@@ -659,6 +678,13 @@ def write_data(data: Mapping, out_dir: Path, source: str | None = None) -> None:
     each file is replaced atomically without following a symlink. ``source`` names the
     file the data was read from: a report that cannot be rendered is then one AuditError.
     """
+    write_rendered(rendered(data, out_dir, source))
+
+
+def rendered(data: Mapping, out_dir: Path, source: str | None = None) -> tuple:
+    """One report rendered in memory, nothing written: what :func:`write_rendered`
+    writes. Rendering every report first lets a command that rewrites several write none
+    when one of them cannot be rendered."""
     out_dir = Path(out_dir)
     where = source or "report"
     if not isinstance(data, Mapping):
@@ -692,6 +718,12 @@ def write_data(data: Mapping, out_dir: Path, source: str | None = None) -> None:
         detail = " ".join(f"{type(exc).__name__}: {exc}".split())[:200]
         raise AuditError(f"{source} is not a report that can be rendered ({detail})"
                          ) from None
+    return out_dir, cid, figures, (json_path, text), (md_path, md)
+
+
+def write_rendered(done: tuple) -> None:
+    """Write one report that :func:`rendered` made."""
+    out_dir, cid, figures, (json_path, text), (md_path, md) = done
     if figures:
         safeio.make_dir(out_dir, out_dir / cid)
     for path, png in figures:
@@ -767,10 +799,18 @@ def _text_differs(a: str, b: str, rtol: float, atol: float) -> bool:
         mant = t.lower().split("e")[0]
         places = len(mant.split(".")[1]) if "." in mant else 0
         exp = int(t.lower().split("e")[1]) if "e" in t.lower() else 0
-        return 10.0 ** (exp - places)
+        return 10.0 ** max(-300, min(300, exp - places))
 
-    return any(_num_differs(float(x), float(y), rtol, atol, max(ulp(x), ulp(y)))
-               for x, y in zip(na, nb))
+    def differs(x: str, y: str) -> bool:
+        fx, fy = float(x), float(y)
+        if not (math.isfinite(fx) and math.isfinite(fy)):
+            return x != y  # a number past float's range is compared as written
+        return _num_differs(fx, fy, rtol, atol, max(ulp(x), ulp(y)))
+
+    try:
+        return any(differs(x, y) for x, y in zip(na, nb))
+    except (OverflowError, ValueError):  # an exponent of thousands of digits: as text
+        return a != b
 
 
 def _key(k: Any) -> str:
@@ -899,19 +939,29 @@ def _looks_cell(data: Mapping) -> str:
     return f" (sequential, stopped at look {looks[-1]['look']})"
 
 
-def scale_reports(out_dir: Path, cid: str) -> dict[str, Mapping]:
-    """The reports of one claim by scale: ``out_dir`` and, beside it, ``out_dir/full``
-    (an unreadable one is a warning line and left out)."""
+def scale_reports(out_dir: Path, cid: str,
+                  left_out: dict[str, str] | None = None) -> dict[str, Mapping]:
+    """The reports of one claim by scale: ``out_dir`` and, beside it, ``out_dir/full``.
+    One that cannot be read, or a tuning run (on tuning seeds: no verdict), is left out:
+    a warning line, and in ``left_out`` (folder's scale -> why) where given, so that a
+    table can say so instead of showing the other scale's verdict alone."""
     out: dict[str, Mapping] = {}
     for folder in (out_dir, out_dir / "full"):
         if folder != out_dir and not folder.is_dir():
             continue
+        label = "full" if folder != out_dir else "smoke"
         try:
             data = load(folder, cid)
         except AuditError as exc:
             if folder != out_dir:  # the index row of out_dir's own report warns already
                 print(f"audit: warning: {safeio.term_text(' '.join(str(exc).split()))}; "
                       "left out of the question table", file=sys.stderr)
+            if left_out is not None:
+                left_out[label] = "report unreadable"
+            continue
+        if data is not None and data.get("tuning_run"):
+            if left_out is not None:
+                left_out[str(data.get("scale"))] = "a tuning run (no verdict)"
             continue
         if data is not None and str(data.get("scale")) not in out:
             out[str(data["scale"])] = data
@@ -943,14 +993,16 @@ def question_rows(out_dir: Path, claims: Mapping) -> tuple[list[str], list[list]
     and across scales the common word or SPLIT (never one scale promoted over another)."""
     from audit import questions
 
-    per_claim = {cid: scale_reports(out_dir, cid) for cid in claims}
-    scales = [s for s in ("smoke", "full", "paper")
-              if any(s in r for r in per_claim.values())]
-    scales += sorted({s for r in per_claim.values() for s in r} - set(scales))
+    left_out: dict[str, dict[str, str]] = {cid: {} for cid in claims}
+    per_claim = {cid: scale_reports(out_dir, cid, left_out[cid]) for cid in claims}
+    found = [set(r) | set(left_out[cid]) for cid, r in per_claim.items()]
+    scales = [s for s in ("smoke", "full", "paper") if any(s in f for f in found)]
+    scales += sorted(set().union(*found) - set(scales)) if found else []
     rows = []
     for cid, reports in per_claim.items():
         if not reports:
             continue
+        missing = left_out[cid]  # a scale whose report is unreadable or a tuning run
         merged = questions.across_scales({s: questions.of_report(reports[s], claims.get(cid))
                                           for s in scales if s in reports})
         older = {s: earlier_code(reports[s], claims.get(cid)) for s in reports}
@@ -964,7 +1016,7 @@ def question_rows(out_dir: Path, claims: Mapping) -> tuple[list[str], list[list]
                 if v is not None and older.get(s) and split:
                     v += " (earlier code)"
                 if v is None:
-                    cells.append("—")
+                    cells.append(_inert(missing[s]) if s in missing else "—")
                 elif s == "full" and s != next(iter(reports)) and out_dir.joinpath(
                         "full", f"{cid}.md").exists():
                     cells.append(f"[{v}](full/{cid}.md)")
@@ -973,7 +1025,10 @@ def question_rows(out_dir: Path, claims: Mapping) -> tuple[list[str], list[list]
             both = len(q["by_scale"]) > 1
             why = "; ".join([q["why"]] * bool(q["why"]) + [
                 f"{s}: written by earlier code of this claim (commit {older[s]}): rerun to "
-                "update" for s in q["by_scale"] if older.get(s) and split])
+                "update" for s in q["by_scale"] if older.get(s) and split] + [
+                f"{s}: {why}, so no word across scales" for s, why in missing.items()
+                if s not in q["by_scale"]])
+            both = both and not any(s not in q["by_scale"] for s in missing)
             rows.append([f"`{cid}`", f"`{_inert(q['id'])}`: {_inert(q['asks'])}",
                          _inert(q["kind"]), *cells,
                          (f"**{_inert(q['combined'])}**" if both else "—"),
@@ -1022,8 +1077,9 @@ def _write_index(out_dir: Path, claims: Mapping[str, Claim]) -> Path:
                 data = _inert(data)
                 row = [f"[`{cid}`]({cid}.md)", _inert(claim.paper.cite()), _inert(claim.title),
                        _premise_cell(data),
-                       f"**{data['verdict']}**" + (" (fragile)" if data.get("fragile")
-                                                   else "")
+                       (f"**{data['verdict']}**" if not data.get("tuning_run") else
+                        f"a tuning run ({data['verdict']} on tuning seeds; no verdict)")
+                       + (" (fragile)" if data.get("fragile") else "")
                        + (" (settings split)" if settings_line(data.get("settings"))
                           else ""),
                        _reachable_cell(data), _stability_cell(data), lock_txt,
@@ -1032,7 +1088,8 @@ def _write_index(out_dir: Path, claims: Mapping[str, Claim]) -> Path:
                        + _looks_cell(data) + f", {data['runtime_s']:.0f} s, commit "
                        f"`{data['environment'].get('commit')}`"]
                 scales.add(str(data["scale"]))
-        except (AuditError, AttributeError, KeyError, TypeError, ValueError) as exc:
+        except (AuditError, AttributeError, KeyError, TypeError, ValueError, IndexError,
+                OverflowError) as exc:
             msg = str(exc) if isinstance(exc, AuditError) else (
                 f"report {out_dir / (cid + '.json')} is malformed "
                 f"({type(exc).__name__}: {exc})")

@@ -161,12 +161,12 @@ def test_items_are_covered_by_claims_declarations_with_report_verdicts(
     # the claim as a whole answers its record.fields: the claim's verdict
     assert items["skeptic_critique.concrete_test"]["covered_by"] == [
         {"claim": "toy-built", "part": None, "verdict": "CONFIRMED", "scale": "smoke",
-         "needs": ""}]
+         "needs": "", "words": ["CONFIRMED"]}]
     # an `answers` entry maps to one part: that part's verdict, not the claim's (and it
     # is the one shown when record.fields lists the same path)
     assert items["referee_report.major_comments[1]"]["covered_by"] == [
         {"claim": "toy-built", "part": "seeds", "verdict": "REFUTED", "scale": "smoke",
-         "needs": ""}]
+         "needs": "", "words": ["REFUTED"]}]
     assert items["falsifier"]["covered_by"][0]["verdict"] == "not run"
     left = items["referee_report.major_comments[0]"]
     assert not left["covered"] and left["reason"]
@@ -211,11 +211,11 @@ def test_an_item_shows_its_questions_verdict_with_the_scales_side_by_side(
     assert [c for c in items["skeptic_critique.concrete_test"]["covered_by"]
             if c["claim"] == "toy-q"] == [
         {"claim": "toy-q", "part": "bound", "verdict": "CONFIRMED", "scale": "smoke",
-         "needs": ""}]
+         "needs": "", "words": ["CONFIRMED"]}]
     assert [c for c in items["referee_report.major_comments[1]"]["covered_by"]
             if c["claim"] == "toy-q"] == [
         {"claim": "toy-q", "part": "seeds", "verdict": "REFUTED", "scale": "smoke",
-         "needs": ""}]
+         "needs": "", "words": ["REFUTED"]}]
     # a full-scale report beside it: both scales, the question's word across them
     _write_report(out / "full", "toy-q", "CONFIRMED",
                   {"b": "CONFIRMED", "s1": "CONFIRMED", "s2": "CONFIRMED"},

@@ -108,7 +108,7 @@ def test_question_text_is_escaped_once(data):
     assert "&amp;gt;" not in md and "&amp;amp;" not in md
 
 
-@pytest.mark.parametrize("value", ["NaN", "Infinity", "-Infinity", "1e400"])
+@pytest.mark.parametrize("value", ["NaN", "Infinity", "-Infinity", "1e400", "1" + "0" * 400])
 def test_a_non_finite_runtime_is_refused_naming_the_file(data, tmp_path, value):
     text = json.dumps(data).replace(f'"runtime_s": {json.dumps(data["runtime_s"])}',
                                     f'"runtime_s": {value}')

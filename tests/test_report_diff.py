@@ -59,6 +59,9 @@ def test_the_command_exits_1_on_a_difference_and_0_without(data, tmp_path, capsy
     a = _write(tmp_path / "a", data)
     moved = copy.deepcopy(data)
     moved["verdict"] = "INCONCLUSIVE" if data["verdict"] != "INCONCLUSIVE" else "CONFIRMED"
+    for q in moved.get("questions") or []:  # a flip the report's questions also say
+        if q.get("kind") != "measurement":
+            q["verdict"] = moved["verdict"]
     b = _write(tmp_path / "b", moved)
     assert cli.main(["diff", str(a), str(a)]) == 0
     assert "no difference in what decides" in capsys.readouterr().out
@@ -68,7 +71,7 @@ def test_the_command_exits_1_on_a_difference_and_0_without(data, tmp_path, capsy
     shutil.copy(REPO / "reports" / "flayer-eq4-unbounded.json", tmp_path / "a")
     assert cli.main(["diff", str(tmp_path / "a"), str(tmp_path / "b")]) == 1
     out = capsys.readouterr().out
-    assert "genefl-uplink-bytes: 1 difference(s)" in out
+    assert "genefl-uplink-bytes: 3 difference(s)" in out  # the verdict and two questions
     assert "flayer-eq4-unbounded: only in" in out
 
 
