@@ -25,6 +25,7 @@ def test_run_bench_short_returns_the_documented_keys():
         assert k in out
     assert out["workload"]["rounds"] == 2 and 0.0 <= out["accuracy"] <= 1.0
     assert out["max_ratio"] == out["baseline_seconds"] / out["floor_seconds"]
+    assert out["floor_ratio"] == out["seconds"] / out["floor_seconds"]
     samples = [out[f"{k}_samples"] for k in ("seconds", "baseline_seconds", "floor_seconds")]
     assert all(len(s) == 2 for s in samples)
     ratios = [b / e for e, b in zip(samples[0], samples[1])]
@@ -80,6 +81,7 @@ def test_one_table_at_one_thread_and_at_two_with_the_load_beside_each():
         assert run["load_samples"] == [run["load"]] and run["cores"] >= 1
     text = format_table(out["table"])
     assert text.splitlines()[0].split()[:3] == ["threads", "engine", "s"]
+    assert "engine/floor" in text.splitlines()[0]
     assert len(text.splitlines()) == 3
     single = run_bench_threads("cpu", threads="1", repeats=1, rounds=1)
     assert single["threads"] == 1 and "table" not in single

@@ -68,7 +68,7 @@ def test_reference_workload_in_pfl_equals_the_engine_and_bench_reports_it():
         assert run["pfl_ratio"] == run["pfl_seconds"] / run["seconds"]
         assert row["pfl_seconds"] == run["pfl_seconds"] > 0 and run["pfl_setup_seconds"] > 0
         assert run["pfl_version"].startswith("0.")
-    assert "pfl s" in format_table(out["table"])
+    assert "pfl s" in format_table(out["table"]) and "pfl/engine" in format_table(out["table"])
 
 
 def test_a_peer_that_skipped_a_client_in_a_round_is_refused():

@@ -19,6 +19,8 @@ Returned keys (times from the repeat with the median ratio, see ``run_bench``):
                        (``floor_loop``): one set of weights, large batches, autograd
     max_ratio          baseline_seconds / floor_seconds: roughly what batching clients
                        can approach here (per-client weights make every kernel grouped)
+    floor_ratio        seconds / floor_seconds: how far the engine is from the floor
+                       (1.0 would be one model's speed with per-client weights)
     sequential_seconds the engine's sequential reference path (only if ``sequential``)
     cpu_seconds, baseline_cpu_seconds   process CPU time of each
     rounds_per_second  rounds / seconds (for GPU reports)
@@ -248,6 +250,7 @@ def _bench(device: str, rounds: int | None, sequential: bool, repeats: int) -> d
                                         fed.y_test.to(device))[0]
     out["ratio"] = out["baseline_seconds"] / out["seconds"]
     out["max_ratio"] = out["baseline_seconds"] / out["floor_seconds"]
+    out["floor_ratio"] = out["seconds"] / out["floor_seconds"]
     if sequential:
         seq = FLConfig(**{**cfg.__dict__, "fast": False})
         out["sequential_seconds"] = _timed(
@@ -305,16 +308,18 @@ def run_bench_threads(device: str = "cpu", threads: str | list[int] = "1",
             for n in counts]
     if len(runs) == 1:
         return runs[0]
-    keys = TABLE_KEYS + tuple(f"{p}_seconds" for p in peer_names(against))
+    keys = TABLE_KEYS + tuple(f"{p}_{k}" for p in peer_names(against)
+                              for k in ("seconds", "ratio"))
     return {"runs": runs, "table": [{k: r.get(k) for k in keys} for r in runs]}
 
 
 TABLE_KEYS = ("threads", "seconds", "baseline_seconds", "floor_seconds", "ratio", "max_ratio",
-              "cpu_seconds", "load")
+              "floor_ratio", "cpu_seconds", "load")
 _HEADS = {"threads": "threads", "seconds": "engine s", "baseline_seconds": "loop s",
           "floor_seconds": "floor s", "ratio": "loop/engine", "max_ratio": "loop/floor",
-          "cpu_seconds": "engine cpu s", "load": "load", "flower_seconds": "flower s",
-          "pfl_seconds": "pfl s"}
+          "floor_ratio": "engine/floor", "cpu_seconds": "engine cpu s", "load": "load",
+          "flower_seconds": "flower s", "flower_ratio": "flower/engine",
+          "pfl_seconds": "pfl s", "pfl_ratio": "pfl/engine"}
 
 
 def format_table(table: list[dict]) -> str:
