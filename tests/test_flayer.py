@@ -3,6 +3,7 @@
 Reference values are computed by hand from the printed equations of arXiv 2412.07062v3
 (Eq. 4, Eq. 9); the source of each number is in the comment beside it.
 """
+import dataclasses
 import math
 
 import numpy as np
@@ -15,6 +16,7 @@ from audit.papers.flayer.algorithm import (ARMS, FLAYER, SERVER_RULES, Options, 
 from audit.fl.aggregate import Upload
 from audit.fl.data import dirichlet_partition, make_federated, synthetic_classification
 from audit.fl.engine import FLConfig, run_federated
+from audit.fl.hooks import ScaleRequest
 from audit.fl.models import build_model
 
 
@@ -342,3 +344,77 @@ def test_collapse_global_is_a_measurement_outside_the_verdict():
     assert "collapse-global" not in CLAIM.combination.parts
     assert {q.kind for q in CLAIM.questions if "collapse-global" in q.parts} == {
         "measurement"}
+
+
+# ---------------------------------------------------------------- the batched probe
+@pytest.mark.parametrize("released", [False, True])
+@pytest.mark.parametrize("model_name, kw", [("cnn", {"width": 0.25}),
+                                            ("vgg", {"width": 0.25, "norm": "bn"})])
+def test_batched_probe_answers_as_the_client_by_client_one(released, model_name, kw):
+    """Eq. 4's multipliers from one batched probe equal those of one probe a client (up to
+    rounding), with batch norm in train mode too; a client with fewer samples than the
+    probe is probed on its own; later epochs take the cache or the last gradient."""
+    ds, fed = _tiny(n_clients=5)
+    model = build_model(model_name, 4, 1, 4, **kw)
+    cfg = FLConfig(rounds=1, batch_size=8, layer_metrics=False)
+    torch.manual_seed(0)
+    states = [{k: v + 0.05 * torch.randn_like(v) if v.is_floating_point() else v
+               for k, v in model.state_dict().items()} for _ in range(5)]
+    one, many = (FLAYER(SERVER_RULES["literal"], Options(released=released,
+                                                         probe_samples=10))
+                 for _ in range(2))
+    c3 = fed.clients[3]  # a short client: probed on its own
+    fed.clients[3] = dataclasses.replace(c3, x_train=c3.x_train[:7], y_train=c3.y_train[:7])
+    assert min(len(c.y_train) for i, c in enumerate(fed.clients) if i != 3) >= 10
+    one.setup(model, fed, cfg)
+    many.setup(model, fed, cfg)
+    buffers_before = {k: v.clone() for k, v in model.named_buffers()}
+    grads = {k: torch.randn_like(v) for k, v in model.named_parameters()}
+    requests = [ScaleRequest(st, c, 0, None) for c, st in enumerate(states)]
+    requests.append(ScaleRequest(states[0], 0, 1, grads))  # a later epoch of client 0
+    got = many.param_lr_scale_batch(requests, 1)
+    want = [one.param_lr_scale(q.params, q.client_id, 1, q.epoch, q.last_grads)
+            for q in requests]
+    assert len(got) == len(requests)
+    norms_many = many._grad_norms_batch(states, list(range(5)))
+    norms_one = [one._grad_norms(st, c) for c, st in enumerate(states)]
+    for g, w, n in zip(got, want, norms_one + [norms_one[0]]):
+        assert g.keys() == w.keys()
+        for k in w:
+            # a bias followed by batch norm has a gradient of zero up to rounding: its
+            # multiplier is rounding noise on either path
+            if n[k] > 1e-4:
+                assert g[k] == pytest.approx(w[k], rel=1e-5), k
+    for a, b in zip(norms_many, norms_one):
+        assert a == pytest.approx(b, rel=1e-4, abs=1e-6)
+    assert len({tuple(g.values()) for g in got[:5]}) == 5  # the clients differ
+    for k, v in model.named_buffers():  # the probe leaves the running statistics alone
+        assert torch.equal(v, buffers_before[k]), k
+
+
+def test_engine_asks_for_every_due_client_in_one_call():
+    """The batched path gathers the clients that start an epoch at a step into one
+    param_lr_scale_batch call; the sequential path asks one client at a time."""
+    calls = []
+
+    class Spy(FLAYER):
+        def param_lr_scale_batch(self, requests, round):
+            calls.append((round, [(q.client_id, q.epoch) for q in requests]))
+            return super().param_lr_scale_batch(requests, round)
+
+    ds, fed = _tiny(n_clients=4)
+    cfg = FLConfig(rounds=2, batch_size=8, lr=0.05, local_epochs=2, layer_metrics=False)
+    model_fn = lambda: build_model("cnn", 4, 1, 4, width=0.25)  # noqa: E731
+    fast = run_federated(model_fn, fed, Spy(SERVER_RULES["literal"]), cfg)
+    firsts = [(r, sorted(ids)) for r, ids in calls if ids[0][1] == 0]
+    assert firsts == [(1, [(0, 0), (1, 0), (2, 0), (3, 0)]),
+                      (2, [(0, 0), (1, 0), (2, 0), (3, 0)])]
+    assert all(len({e for _, e in ids}) == 1 for _, ids in calls)
+    assert sorted(cid for _, ids in calls for cid, e in ids if e == 1) == [0, 0, 1, 1, 2, 2, 3, 3]
+    calls.clear()
+    slow = run_federated(model_fn, fed, Spy(SERVER_RULES["literal"]),
+                         FLConfig(**{**cfg.__dict__, "fast": False}))
+    assert calls and all(len(ids) == 1 for _, ids in calls)
+    for k in fast.final_state:
+        torch.testing.assert_close(fast.final_state[k], slow.final_state[k],
+                                   rtol=1e-4, atol=1e-5)

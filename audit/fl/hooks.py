@@ -6,7 +6,7 @@ is in that module's docstring.
 
 from __future__ import annotations
 
-from typing import Any, Mapping, Optional, Sequence
+from typing import Any, Mapping, NamedTuple, Optional, Sequence
 
 import numpy as np
 import torch
@@ -17,7 +17,17 @@ from .config import FLConfig
 from .data import FederatedData
 from .models import is_norm_key
 
-__all__ = ["Algorithm", "FedBN", "FedProx"]
+__all__ = ["Algorithm", "FedBN", "FedProx", "ScaleRequest"]
+
+
+class ScaleRequest(NamedTuple):
+    """One client's call of :meth:`Algorithm.param_lr_scale`, as the batched path
+    gathers them (:meth:`Algorithm.param_lr_scale_batch`)."""
+
+    params: State
+    client_id: int
+    epoch: int
+    last_grads: Optional[State]
 
 
 class Algorithm:
@@ -69,6 +79,19 @@ class Algorithm:
         parameters and the gradient of the client's previous step (None at the first).
         Default None: 1 everywhere."""
         return None
+
+    def param_lr_scale_batch(self, requests: Sequence[ScaleRequest],
+                             round: int) -> list:
+        """:meth:`param_lr_scale` for several clients at once: the answers, in the order
+        of ``requests``. The batched path calls this once for every client that starts
+        an epoch in the same local step (at the first step of a round: all of them), so
+        an algorithm whose multipliers need a forward and backward pass of its own (a
+        gradient probe) can run one batched pass for all those clients instead of one
+        per client. The sequential path asks with one request at a time. Default:
+        :meth:`param_lr_scale` for each request in turn; an override must answer what
+        :meth:`param_lr_scale` would, up to rounding."""
+        return [self.param_lr_scale(q.params, q.client_id, round, q.epoch, q.last_grads)
+                for q in requests]
 
     def regularizer_context(self, start_state: State, client_id: int,
                             round: int) -> Optional[Mapping[str, torch.Tensor]]:

@@ -24,7 +24,7 @@ from .aggregate import State
 from .config import FLConfig, _amp_device, _autocast, _float32_norms
 from .evaluation import _loss_and_correct
 from .grouped import compile_chain
-from .hooks import Algorithm
+from .hooks import Algorithm, ScaleRequest
 
 __all__ = ["batched_path", "budgeted_steps", "client_steps"]
 
@@ -135,7 +135,8 @@ class _Trainer:
         self.model, self.alg, self.cfg = model, alg, cfg
         self.pkeys = [n for n, _ in model.named_parameters()]
         self.bkeys = [n for n, _ in model.named_buffers()]
-        self.use_lr_hook = _overrides(alg, "param_lr_scale")
+        self.use_lr_hook = (_overrides(alg, "param_lr_scale")
+                            or _overrides(alg, "param_lr_scale_batch"))
         self.pad = not _has_batch_stats(model)
         self.defer_partial = self.pad and torch.device(cfg.device).type == "cpu"
         if _amp_device(cfg) is not None:
@@ -163,7 +164,8 @@ class _Trainer:
     def _scale(self, params, cid, r, epoch, last_grads):
         if not self.use_lr_hook:
             return None
-        return self.alg.param_lr_scale(params, cid, r, epoch, last_grads)
+        return self.alg.param_lr_scale_batch([ScaleRequest(params, cid, epoch, last_grads)],
+                                             r)[0]
 
     # -- sequential reference -----------------------------------------------------------
     def train_one(self, start: State, x, y, cid: int, r: int):
@@ -308,11 +310,11 @@ class _Trainer:
             n = len(js) * b
             idx, w = all_idx[pos:pos + n], all_w[pos:pos + n].reshape(len(js), b)
             pos += n
-            if self.use_lr_hook:
-                for j, s in zip(js, ss):
-                    e = steps[j][s][0]
-                    if s == 0 or steps[j][s - 1][0] != e:
-                        scale = self._set_scale_row(scale, P, j, cids[j], r, e, last_g)
+            if self.use_lr_hook:  # clients that start an epoch at this step
+                due = [(j, steps[j][s][0]) for j, s in zip(js, ss)
+                       if s == 0 or steps[j][s - 1][0] != steps[j][s][0]]
+                if due:
+                    scale = self._set_scale_rows(scale, P, due, cids, r, last_g)
             x = xs[idx].reshape(len(js), b, *xs.shape[1:])
             y = ys[idx].reshape(len(js), b, *ys.shape[1:])
             lo, hi = js[0], js[-1] + 1
@@ -365,22 +367,29 @@ class _Trainer:
             g = {k: g[k] + reg[k] for k in g}
         return g
 
-    def _set_scale_row(self, scale, P, j, cid, r, epoch, last_g):
-        params_j = {k: v[j] for k, v in P.items()}
-        grads_j = None if last_g is None else {k: v[j] for k, v in last_g.items()}
-        sc = self.alg.param_lr_scale(params_j, cid, r, epoch, grads_j)
-        if sc is None and scale is None:
-            return None
-        if scale is None:
-            scale = {}
+    def _set_scale_rows(self, scale, P, due, cids, r, last_g):
+        """Ask the algorithm, in one batched call, for the multipliers of the stack rows
+        ``due`` [(j, epoch)] and write them into ``scale`` (name -> (K, ...))."""
+        requests = [ScaleRequest({k: v[j] for k, v in P.items()}, cids[j], e,
+                                 None if last_g is None else {k: v[j] for k, v in last_g.items()})
+                    for j, e in due]
+        answers = self.alg.param_lr_scale_batch(requests, r)
+        if len(answers) != len(requests):
+            raise ValueError(f"{type(self.alg).__name__}.param_lr_scale_batch answered "
+                             f"{len(answers)} requests of {len(requests)}")
         K = next(iter(P.values())).shape[0]
-        for k in self.pkeys:
-            v = 1.0 if sc is None or k not in sc else sc[k]
-            t = torch.as_tensor(v, dtype=P[k].dtype, device=P[k].device)
-            if k not in scale:
-                scale[k] = torch.ones((K,) + (1,) * (P[k].dim() - 1), dtype=P[k].dtype,
-                                      device=P[k].device)
-            if t.dim() > 0 and scale[k].shape[1:] != P[k].shape[1:]:
-                scale[k] = scale[k].expand_as(P[k]).clone()
-            scale[k][j] = t.expand(scale[k].shape[1:]) if t.dim() > 0 else t
+        for (j, _), sc in zip(due, answers):
+            if sc is None and scale is None:
+                continue
+            if scale is None:
+                scale = {}
+            for k in self.pkeys:
+                v = 1.0 if sc is None or k not in sc else sc[k]
+                t = torch.as_tensor(v, dtype=P[k].dtype, device=P[k].device)
+                if k not in scale:
+                    scale[k] = torch.ones((K,) + (1,) * (P[k].dim() - 1), dtype=P[k].dtype,
+                                          device=P[k].device)
+                if t.dim() > 0 and scale[k].shape[1:] != P[k].shape[1:]:
+                    scale[k] = scale[k].expand_as(P[k]).clone()
+                scale[k][j] = t.expand(scale[k].shape[1:]) if t.dim() > 0 else t
         return scale

@@ -45,7 +45,7 @@ from typing import Mapping, Optional, Sequence
 
 import torch
 import torch.nn as nn
-from torch.func import functional_call
+from torch.func import functional_call, grad, vmap
 
 from audit.fl.aggregate import (MASKED_COMPOSITIONS, Rule, State, Upload, chain,
                                 selector_mean)
@@ -314,6 +314,7 @@ class FLAYER(_Tracked, Algorithm):
         self.head_keys = [k for k in model.state_dict() if layer_of(k) in heads]
         self._lr_cache: dict = {}
         self.probe = self.opt.probe_samples or config.batch_size
+        self._vprobe = vmap(grad(self._probe_loss), randomness="different")
 
     def init_client_state(self, client_id, global_state):
         return {"local": None, "a_local": 0.0}
@@ -359,16 +360,62 @@ class FLAYER(_Tracked, Algorithm):
                              for gi in g]).tolist()
         return dict(zip(self.pkeys, norms))
 
+    def _grad_norms_batch(self, params: Sequence[State], client_ids: Sequence[int]) -> list:
+        """:meth:`_grad_norms` for several clients: one ``vmap`` pass for every group of
+        clients with the same probe size (one client alone takes the plain pass).
+        Equal to the client-by-client probe up to rounding."""
+        out: list = [None] * len(client_ids)
+        groups: dict = {}
+        for i, cid in enumerate(client_ids):
+            n = min(self.probe, len(self.fed.clients[cid].y_train))
+            groups.setdefault(n, []).append(i)
+        for n, rows in groups.items():
+            if len(rows) == 1 or n == 0:
+                for i in rows:
+                    out[i] = self._grad_norms(params[i], client_ids[i])
+                continue
+            x = torch.stack([self.fed.clients[client_ids[i]].x_train[:n] for i in rows])
+            y = torch.stack([self.fed.clients[client_ids[i]].y_train[:n] for i in rows])
+            p = {k: torch.stack([params[i][k].detach() for i in rows]) for k in self.pkeys}
+            # throwaway running statistics, one copy a client (see _grad_norms)
+            b = {k: v.detach().unsqueeze(0).repeat(len(rows), *([1] * v.dim()))
+                 for k, v in self.model.named_buffers()}
+            g = self._vprobe(p, b, x, y)
+            norms = torch.stack([g[k].reshape(len(rows), -1).norm(dim=1)
+                                 for k in self.pkeys], dim=1).tolist()
+            for i, row in zip(rows, norms):
+                out[i] = dict(zip(self.pkeys, row))
+        return out
+
+    def _probe_loss(self, p, b, x, y):
+        return nn.functional.cross_entropy(functional_call(self.model, (p, b), (x,)), y)
+
+    def _probes(self, epoch: int, last_grads) -> bool:
+        """Whether Eq. 4's rate for this epoch needs the gradient probe."""
+        if epoch > 0 and not self.opt.released:
+            return False  # printed: the rate of the round's first epoch is kept
+        return not (epoch > 0 and last_grads is not None)
+
     def param_lr_scale(self, params, client_id, round, epoch, last_grads):
         """Eq. 4 per tensor: 1 + log(1 + 1/||g_i||) * i / L."""
+        norms = self._grad_norms(params, client_id) if self._probes(epoch, last_grads) else None
+        return self._eq4(client_id, round, epoch, last_grads, norms)
+
+    def param_lr_scale_batch(self, requests, round):
+        """Eq. 4 for several clients, their gradient probes in one batched pass."""
+        probe = [i for i, q in enumerate(requests) if self._probes(q.epoch, q.last_grads)]
+        norms = dict(zip(probe, self._grad_norms_batch(
+            [requests[i].params for i in probe], [requests[i].client_id for i in probe])))
+        return [self._eq4(q.client_id, round, q.epoch, q.last_grads, norms.get(i))
+                for i, q in enumerate(requests)]
+
+    def _eq4(self, client_id, round, epoch, last_grads, norms):
         L = self.L
         if epoch > 0 and not self.opt.released:
             # printed: one rate per tensor for the round (set when local training starts)
             return self._lr_cache.get((client_id, round))
-        if epoch > 0 and last_grads is not None:
-            norms = {k: float(last_grads[k].norm()) for k in self.pkeys}  # as-released: per epoch
-        else:
-            norms = self._grad_norms(params, client_id)
+        if norms is None:  # as-released, a later epoch: the last step's gradient
+            norms = {k: float(last_grads[k].norm()) for k in self.pkeys}
         scale = {k: eq4_multiplier(norms[k], self.index[k], L) for k in self.pkeys}
         if self.opt.released and self.opt.released_lr_factor != 1.0:
             # as-released: the release multiplies the CNN's rates by 20; off by default
