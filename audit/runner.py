@@ -726,7 +726,7 @@ def execute(claim: Claim, ctx: RunContext, *, cache: Cache,
             if not odd and hits and not claim.origin:
                 # no entry stands out (an arm of one unit, an exact claim): every cached
                 # unit is a suspect, and computing them again is the one cure
-                odd = sorted(hits, key=_spec_order)
+                odd = sorted(hits, key=_spec_sort_key)
             if not odd:
                 if claim.origin:  # a plugin's analyse failed on its own results
                     exc = sys.exc_info()[1]
@@ -945,10 +945,10 @@ def _odd_cached_results(results: Mapping[RunSpec, Mapping],
         if len(members) < 2 or count * 2 <= len(members):
             continue
         odd += [s for s in members if s in cached and frozenset(results[s]) != common]
-    return sorted(odd, key=_spec_order)
+    return sorted(odd, key=_spec_sort_key)
 
 
-def _spec_order(s: RunSpec) -> tuple:
+def _spec_sort_key(s: RunSpec) -> tuple:
     return (s.setting, s.arm, -1 if s.seed is None else s.seed)
 
 
