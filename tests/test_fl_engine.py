@@ -239,7 +239,9 @@ def test_batched_path_names_the_route_a_run_takes():
     cpu = FLConfig(rounds=1)
     assert batched_path(cnn(), cpu) == "chain"
     assert batched_path(build_model("cnn2", 10, 1, 8), cpu) == "chain"
-    assert batched_path(build_model("vgg", 10, 1, 8, width=0.25), cpu) == "vmap"
+    assert batched_path(build_model("vgg", 10, 1, 8, width=0.25), cpu) == "chain"  # bn
+    assert batched_path(build_model("vgg", 10, 1, 8, width=0.25, norm="gn"), cpu) == "vmap"
+    assert batched_path(build_model("resnet8", 10, 1, 8), cpu) == "vmap"
     assert batched_path(cnn(), FLConfig(rounds=1, device="cuda")) == "vmap"
     assert batched_path(cnn(), FLConfig(rounds=1, fast=False)) == "sequential"
 

@@ -191,9 +191,35 @@ class InplaceCall(nn.Module):
         return self.fc2(F.relu(self.fc1(x.flatten(1)), inplace=True))
 
 
+class ControlFlow(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv, self.fc = nn.Conv2d(1, 2, 3, padding=1), nn.Linear(2 * 16, 3)
+
+    def forward(self, x):
+        x = F.relu(self.conv(x))
+        if x.shape[-1] > 4:
+            x = F.max_pool2d(x, 2)
+        return self.fc(x.flatten(1))
+
+
 NOT_CHAINS = {
-    "batch norm (vgg)": lambda: build_model("vgg", 10, 1, 8, width=0.25),
-    "control flow (vgg, no norm)": lambda: build_model("vgg", 10, 1, 8, norm="none"),
+    "group norm (vgg)": lambda: build_model("vgg", 10, 1, 8, width=0.25, norm="gn"),
+    "control flow on a shape": ControlFlow,
+    "batch norm without running statistics": lambda: nn.Sequential(
+        nn.Conv2d(1, 2, 3), nn.BatchNorm2d(2, track_running_stats=False), nn.Flatten(),
+        nn.Linear(2 * 36, 3)),
+    "batch norm with a cumulative average": lambda: nn.Sequential(
+        nn.Conv2d(1, 2, 3), nn.BatchNorm2d(2, momentum=None), nn.Flatten(),
+        nn.Linear(2 * 36, 3)),
+    "batch norm without scale and shift": lambda: nn.Sequential(
+        nn.Conv2d(1, 2, 3), nn.BatchNorm2d(2, affine=False), nn.Flatten(),
+        nn.Linear(2 * 36, 3)),
+    "batch norm of the input": lambda: nn.Sequential(
+        nn.BatchNorm2d(1), nn.Conv2d(1, 2, 3), nn.Flatten(), nn.Linear(2 * 36, 3)),
+    "1-d batch norm": lambda: nn.Sequential(nn.Flatten(), nn.Linear(4, 4),
+                                            nn.BatchNorm1d(4), nn.Linear(4, 3)),
+    "a buffer of its own": lambda: _with_buffer(),
     "residual blocks (resnet8)": lambda: build_model("resnet8", 10, 1, 8, norm="none"),
     "embedding and attention": lambda: build_lm(vocab_size=11, d_model=8, n_heads=2,
                                                 n_layers=1),
@@ -211,6 +237,64 @@ NOT_CHAINS = {
                                                         nn.Unflatten(1, (1, 2, 2)),
                                                         nn.Conv2d(1, 1, 1)),
 }
+
+
+def _with_buffer():
+    m = nn.Sequential(nn.Flatten(), nn.Linear(4, 3))
+    m.register_buffer("scale", torch.ones(3))
+    return m
+
+
+BN_CHAINS = {
+    "vgg-bn": (lambda: build_model("vgg", 10, 1, 8, width=0.25), (1, 8, 8), 10),
+    "vgg-bn-cifar": (lambda: build_model("vgg", 10, 3, 32, width=0.125), (3, 32, 32), 10),
+    "vgg-no-norm": (lambda: build_model("vgg", 10, 1, 8, width=0.25, norm="none"),
+                    (1, 8, 8), 10),
+    "vgg-bn-4px": (lambda: build_model("vgg", 4, 1, 4, width=0.25), (1, 4, 4), 4),
+    "bn-eps-momentum": (lambda: nn.Sequential(
+        nn.Conv2d(2, 3, 3, padding=1), nn.BatchNorm2d(3, eps=1e-3, momentum=0.3), nn.ReLU(),
+        nn.MaxPool2d(2), nn.Flatten(), nn.Linear(3 * 16, 5)), (2, 8, 8), 5),
+}
+
+
+@pytest.mark.parametrize("K, b", [(3, 6), (1, 4), (4, 2)])
+@pytest.mark.parametrize("name", list(BN_CHAINS))
+def test_batch_norm_chains_equal_torch_func_with_their_statistics(name, K, b):
+    """Per-client gradients and per-client running statistics after the step: the chain
+    against torch.func.grad of the module, one client at a time."""
+    build, shape, classes = BN_CHAINS[name]
+    torch.manual_seed(0)
+    model = build()
+    chain = compile_chain(model)
+    assert chain is not None
+    gen = torch.Generator().manual_seed(1)
+    params = stacked(model, K, gen)
+    bufs = {k: torch.stack([v.detach().clone() + (0.1 * torch.rand(v.shape, generator=gen)
+                                                  if v.is_floating_point() else 0)
+                            for _ in range(K)]) for k, v in model.named_buffers()}
+    x = torch.randn(K, b, *shape, generator=gen)
+    y = torch.randint(0, classes, (K, b), generator=gen)
+
+    def loss(p, bf, xk, yk):
+        return F.cross_entropy(functional_call(model, (p, bf), (xk,)), yk)
+
+    ref_bufs = {k: v.clone() for k, v in bufs.items()}
+    # client by client: the module's own gradient and its own update of the statistics
+    per = [grad(loss)({n: v[i] for n, v in params.items()},
+                      {n: v[i] for n, v in ref_bufs.items()}, x[i], y[i]) for i in range(K)]
+    ref = {n: torch.stack([g[n] for g in per]) for n in per[0]}
+    got_bufs = {k: v.clone() for k, v in bufs.items()}
+    got = chain.grads(params, x, y, None, got_bufs)
+    assert set(got) == set(ref)
+    for k in ref:
+        torch.testing.assert_close(got[k], ref[k], atol=1e-5, rtol=1e-4, msg=k)
+    for k in bufs:
+        if bufs[k].is_floating_point() and b > 1:
+            assert not torch.equal(got_bufs[k], bufs[k]), k  # the statistics moved
+        torch.testing.assert_close(got_bufs[k], ref_bufs[k], atol=1e-6, rtol=1e-5, msg=k)
+    if chain.has_bn:
+        with pytest.raises(ValueError, match="needs the stacked buffers"):
+            chain.grads(params, x, y)
 
 
 @pytest.mark.parametrize("name", list(NOT_CHAINS))

@@ -4,13 +4,14 @@ layer chains (the engine's fastest path for the CNNs of pFL papers).
 The engine's general batched path runs ``torch.func.vmap(grad(loss))`` over the clients'
 stacked weights; it works for any model. For a model that is a plain chain of
 
-    Conv2d (groups=1, zero padding)  ReLU  MaxPool2d  Dropout  Identity  Flatten  Linear
+    Conv2d (groups=1, zero padding)  BatchNorm2d  ReLU  MaxPool2d  Dropout  Identity
+    Flatten  Linear
 
 (as ``nn`` modules or as ``F.relu`` / ``torch.relu`` / ``F.max_pool2d`` /
 ``torch.flatten(x, 1)`` / ``x.flatten(1)`` / ``x.relu()`` calls in ``forward``, found with
 ``torch.fx``), :func:`compile_chain` returns a :class:`Chain` that computes the same
 per-client gradients with fewer and larger kernels and no autograd or functorch
-bookkeeping. Anything else (normalisation layers, residual additions, embeddings,
+bookkeeping. Anything else (other normalisation layers, residual additions, embeddings,
 control flow, weight sharing) gives ``None`` and the engine keeps ``vmap``.
 
 Layouts. Client k's weights are the k-th slice of each stacked parameter (K, ...).
@@ -19,13 +20,19 @@ Layouts. Client k's weights are the k-th slice of each stacked parameter (K, ...
   as ``(K*O, C, kh, kw)`` applies every client's filter to its own channels. ReLU,
   pooling and dropout act per channel and need nothing special; ``flatten(1)`` gives
   ``(b, K*F)``, i.e. client k's features at ``k*F .. k*F+F-1`` in torch's own order.
+  Batch norm is per channel too: its statistics over ``(b, H, W)`` of channel k*C+c
+  are client k's own batch statistics of its channel c, so one ``native_batch_norm`` on
+  the stacked scale, shift and running statistics (viewed as ``K*C``) normalises every
+  client by its own batch and updates every client's running statistics in place, as
+  the module does under ``vmap`` (``num_batches_tracked`` counts the call). The engine
+  never pads a batch for a model with batch norm, so no padding enters the statistics.
 - Linear part: activations are ``(K, b, F)`` and a linear layer is one batched matmul.
 
 Training mode only (dropout is applied, as in local training).
 
 Backward is written out per layer with the kernels autograd itself would call
-(``convolution_backward``, ``threshold_backward``, ``max_pool2d_with_indices_backward``,
-``native_dropout_backward``, ``bmm``). The loss is the engine's: client k's cross-entropy
+(``convolution_backward``, ``native_batch_norm_backward``, ``threshold_backward``,
+``max_pool2d_with_indices_backward``, ``native_dropout_backward``, ``bmm``). The loss is the engine's: client k's cross-entropy
 averaged over its real samples (per-sample weights ``w``, 0 for padding), summed over
 clients, so each client's gradient is its own. Tests compare every gradient with
 ``torch.func.grad`` of the module itself.
@@ -51,7 +58,7 @@ def _pair(v) -> list:
 
 @dataclass
 class _Op:
-    kind: str                # conv | linear | relu | maxpool | dropout | flatten
+    kind: str                # conv | bn | linear | relu | maxpool | dropout | flatten
     name: str = ""           # module name (conv / linear: parameter prefix)
     weight: str = ""
     bias: Optional[str] = None
@@ -87,6 +94,11 @@ def _op_of(node, modules) -> Optional[_Op]:
             return _Op("conv", node.target, f"{node.target}.weight",
                        None if m.bias is None else f"{node.target}.bias",
                        (_pair(m.stride), _pair(m.padding), _pair(m.dilation)))
+        if isinstance(m, nn.BatchNorm2d):
+            if not (m.affine and m.track_running_stats) or m.momentum is None:
+                raise _Unsupported(f"batch norm {node.target}")
+            return _Op("bn", node.target, f"{node.target}.weight", f"{node.target}.bias",
+                       (float(m.eps), float(m.momentum)))
         if isinstance(m, nn.Linear):
             return _Op("linear", node.target, f"{node.target}.weight",
                        None if m.bias is None else f"{node.target}.bias")
@@ -162,18 +174,22 @@ def compile_chain(model: nn.Module) -> Optional["Chain"]:
     names = [n for n, _ in model.named_parameters()]
     if sorted(used) != sorted(names) or len(set(used)) != len(used):
         return None  # shared or unused weights
-    if any(True for _ in model.buffers()):
-        return None
+    stats = [f"{o.name}.{b}" for o in ops if o.kind == "bn"
+             for b in ("running_mean", "running_var", "num_batches_tracked")]
+    if sorted(n for n, _ in model.named_buffers()) != sorted(stats):
+        return None  # buffers other than the batch norms' statistics
     # the convolution part comes first, then flatten, then the linear part
     seen_linear = seen_flatten = False
     for o in ops:
-        if o.kind in ("conv", "maxpool") and (seen_linear or seen_flatten):
+        if o.kind in ("conv", "maxpool", "bn") and (seen_linear or seen_flatten):
             return None
+        if o.kind == "bn" and not any(p.kind == "conv" for p in ops[:ops.index(o)]):
+            return None  # batch norm of the input itself: not in the grouped layout
         seen_flatten |= o.kind == "flatten"
         seen_linear |= o.kind == "linear"
     for prev_op, op in zip([None] + ops, ops):  # nothing saves these layers' outputs
         if op.kind == "relu" and prev_op is not None and \
-                prev_op.kind in ("conv", "linear", "maxpool"):
+                prev_op.kind in ("conv", "linear", "maxpool", "bn"):
             op.inplace = True
     return Chain(ops)
 
@@ -184,12 +200,13 @@ class Chain:
     def __init__(self, ops: list):
         self.ops = ops
         self.has_conv = any(o.kind == "conv" for o in ops)
+        self.has_bn = any(o.kind == "bn" for o in ops)
 
     def __repr__(self) -> str:
         return f"Chain({' -> '.join(o.name or o.kind for o in self.ops)})"
 
     def grads(self, params: dict, x: torch.Tensor, y: torch.Tensor,
-              w: Optional[torch.Tensor] = None) -> dict:
+              w: Optional[torch.Tensor] = None, buffers: Optional[dict] = None) -> dict:
         """Gradients of sum_k loss_k with respect to every stacked parameter.
 
         Args:
@@ -197,9 +214,17 @@ class Chain:
             x: (K, b, ...) inputs; y: (K, b) class labels.
             w: (K, b) per-sample weights (0 = padding), or None for all ones. Client k's
                 loss is sum_i w_ki ce_ki / sum_i w_ki.
+            buffers: name -> (K, ...) stacked batch-norm statistics (contiguous), updated
+                in place as the modules' forward would; required with batch norm.
         Returns name -> (K, ...) gradients (the same shapes as ``params``).
         """
         K, b = y.shape[0], y.shape[1]
+        if self.has_bn:
+            if buffers is None:
+                raise ValueError("a chain with batch norm needs the stacked buffers")
+            for o in self.ops:
+                if o.kind == "bn":
+                    buffers[f"{o.name}.num_batches_tracked"].add_(1)
         if self.has_conv:  # (K, b, C, H, W) -> (b, K*C, H, W)
             h = x.transpose(0, 1).reshape(b, K * x.shape[2], *x.shape[3:])
             layout = "g"
@@ -215,7 +240,7 @@ class Chain:
             layout = "k"
         saved = []
         for op in self.ops:
-            h, layout, s = self._forward(op, params, h, layout, K, b)
+            h, layout, s = self._forward(op, params, h, layout, K, b, buffers)
             saved.append(s)
         if layout == "g":  # (b, K*O) -> (K, b, O)
             out = h.reshape(b, K, -1).transpose(0, 1)
@@ -237,7 +262,15 @@ class Chain:
 
     # -- one layer ------------------------------------------------------------------
     @staticmethod
-    def _forward(op: _Op, params, h, layout, K, b):
+    def _forward(op: _Op, params, h, layout, K, b, buffers=None):
+        if op.kind == "bn":
+            eps, momentum = op.args
+            mean = buffers[f"{op.name}.running_mean"].view(-1)  # (K*C): views, so the
+            var = buffers[f"{op.name}.running_var"].view(-1)    # update reaches the stacks
+            wt, bias = params[op.weight].reshape(-1), params[op.bias].reshape(-1)
+            out, smean, sinvstd = torch.ops.aten.native_batch_norm(
+                h, wt, bias, mean, var, True, momentum, eps)
+            return out, layout, (h, wt, mean, var, smean, sinvstd)
         if op.kind == "conv":
             wt = params[op.weight]
             wg = wt.reshape(K * wt.shape[1], *wt.shape[2:])
@@ -273,6 +306,14 @@ class Chain:
 
     @staticmethod
     def _backward(op: _Op, params, d, s, grads, K, b, need_input: bool):
+        if op.kind == "bn":
+            h, wt, mean, var, smean, sinvstd = s
+            gi, gw, gb = torch.ops.aten.native_batch_norm_backward(
+                d.reshape(h.shape).contiguous(), h, wt, mean, var, smean, sinvstd, True,
+                op.args[0], [need_input, True, True])
+            grads[op.weight] = gw.reshape(params[op.weight].shape)
+            grads[op.bias] = gb.reshape(params[op.bias].shape)
+            return gi
         if op.kind == "conv":
             h, wg, out_shape = s
             stride, padding, dilation = op.args

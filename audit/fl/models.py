@@ -127,14 +127,20 @@ class VGG(nn.Module):
         self.fc = nn.Linear(max(1, round(256 * width)), num_classes)
         self.drop_mid = nn.Dropout(dropout_middle)
         self.drop = nn.Dropout(dropout)
-        self._pool_after = {1, 2, 4}
+        # a 2x2 max-pool after blocks 1, 2 and 4 while the map is wider than one pixel
+        # (fixed here from image_size, so that forward has no control flow on values)
+        self._pool_after, w = set(), image_size
+        for i in (1, 2, 4):
+            if w > 1:
+                self._pool_after.add(i)
+                w //= 2
 
     def forward(self, x):
         for i in range(1, 5):
             x = F.relu(getattr(self, f"bn{i}")(getattr(self, f"conv{i}")(x)))
             if i > 1:  # conv2..conv4 are the middle layers
                 x = self.drop_mid(x)
-            if i in self._pool_after and x.shape[-1] > 1:
+            if i in self._pool_after:
                 x = F.max_pool2d(x, 2)
         x = self.drop(F.relu(self.fc1(x.flatten(1))))
         return self.fc(x)

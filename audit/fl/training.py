@@ -361,7 +361,7 @@ class _Trainer:
             if C is None:
                 return self._vgrad_noreg(P, B, x, y, w, None)
             return self._vgrad(P, B, x, y, w, C)
-        g = self.chain.grads(P, x, y, w)
+        g = self.chain.grads(P, x, y, w, B)
         if C is not None:
             reg = self._vgrad_reg(P, C)
             g = {k: g[k] + reg[k] for k in g}
