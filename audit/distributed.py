@@ -85,6 +85,7 @@ class RayBackend:
     """Runs units as Ray tasks; see the module docstring."""
 
     name = "ray"
+    runs_here = False  # units run on the cluster's machines: their cache entries say so
 
     def __init__(self, address: str | None = None, num_cpus: int | None = None,
                  cpus_per_run: float = 1.0, gpus_per_run: float = 1.0,

@@ -24,7 +24,8 @@ from pathlib import Path
 import pytest
 
 from audit import claims as claims_mod
-from audit.runner import SCALES, Cache, ClaimResult, execute, execute_sequential, make_context
+from audit.runner import (KERNEL_FIELDS, SCALES, Cache, ClaimResult, device_kind, execute,
+                          execute_sequential, make_context)
 
 
 def pytest_addoption(parser):
@@ -196,11 +197,6 @@ def check_lock(result: ClaimResult) -> None:
 COMMITTED_REPORTS = Path(__file__).resolve().parent.parent / "reports"
 
 
-#: what a trained model's numbers depend on besides the code and the seeds (the report's
-#: ``environment``): a run is compared with a committed report only where all are equal
-KERNEL_FIELDS = ("python", "torch", "numpy", "scipy", "cpu", "libc")
-
-
 def check_committed_report(result: ClaimResult, *, rtol: float = 0.0, atol: float = 0.0,
                            reports: Path | None = None, same_machine: bool = False) -> None:
     """Fail the calling test when this run differs, in what decides, from the committed
@@ -254,15 +250,17 @@ def check_committed_report(result: ClaimResult, *, rtol: float = 0.0, atol: floa
 def _device(env) -> str:
     """The device a report ran on, without the CPU's core count (threads are the
     claims' own): ``cpu``, or a GPU's whole name."""
-    text = str(env.get("device", ""))
-    return "cpu" if text.startswith("cpu") else text
+    return device_kind(env.get("device", ""))
 
 
 def _other_machine(committed, ours) -> str:
     """Why the units behind two reports may not have run on one machine and software
     (empty when they did): another processor, library, libc or device; units read from a
     cache (the report's environment is where it was assembled, not where those ran); units
-    run on a cluster (its workers' machines are not recorded)."""
+    run on a cluster (its workers' machines are not recorded). A unit read from the
+    cache counts as run here when its entry records this machine's kernel fields and
+    device kind (``runs.cached_elsewhere``, :func:`audit.runner.machine_identity`); a
+    report without that count (an older one) counts every cached unit as elsewhere."""
     theirs, mine = committed.get("environment") or {}, ours.get("environment") or {}
     other = [k for k in KERNEL_FIELDS if not mine.get(k) or theirs.get(k) != mine.get(k)]
     if _device(theirs) != _device(mine):
@@ -270,8 +268,10 @@ def _other_machine(committed, ours) -> str:
     if other:
         return f"the committed report was computed with another {', '.join(other)}"
     for name, data in (("the committed report", committed), ("this run", ours)):
-        if (data.get("runs") or {}).get("cached", 1) != 0:
-            return f"{name} read units from a cache, which may have been computed elsewhere"
+        runs = data.get("runs") or {}
+        if runs.get("cached_elsewhere", runs.get("cached", 1)) != 0:
+            return (f"{name} read units from a cache computed on another machine, or on "
+                    f"one not recorded")
         if re.search(r"\bRay\b", str((data.get("environment") or {}).get("backend", ""))):
             return f"{name} ran its units on a Ray cluster"
     return ""

@@ -63,7 +63,8 @@ def to_json(result: ClaimResult) -> dict:
         "notes": list(a.notes),
         "environment": dict(result.environment),
         "runtime_s": round(result.runtime_s, 3),
-        "runs": {"computed": result.computed, "cached": result.cached},
+        "runs": {"computed": result.computed, "cached": result.cached,
+                 "cached_elsewhere": result.cached_elsewhere},
         "command": result.command or with_overrides(
             regenerate_command(ctx, getattr(result, "plan", None)),
             claim.scales[ctx.scale], ctx.config),

@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import datetime as _dt
+import functools
 import hashlib
 import json
 import math
@@ -110,6 +111,38 @@ def torch_threads() -> int:
     return int(torch.get_num_threads())
 
 
+#: what a trained model's numbers depend on besides the code, the seeds and the device
+#: kind: two runs agree to the last digit only where all of these are equal
+KERNEL_FIELDS = ("python", "torch", "numpy", "scipy", "cpu", "libc")
+
+
+def device_kind(device_text: str) -> str:
+    """The device of a report's ``environment["device"]`` without the CPU's core count
+    (threads are the claims' own): ``cpu``, or a GPU's whole name."""
+    text = str(device_text)
+    return "cpu" if text.startswith("cpu") else text
+
+
+def machine_identity(device: str) -> dict:
+    """This process's :data:`KERNEL_FIELDS` and device kind: recorded in every cache
+    entry it computes, so that a later run can tell a unit computed on a twin machine
+    from one computed elsewhere."""
+    return dict(_machine_identity(device))
+
+
+@functools.lru_cache(maxsize=None)
+def _machine_identity(device: str) -> tuple:
+    import numpy
+    import scipy
+    import torch
+
+    return (("python", platform.python_version()), ("torch", torch.__version__),
+            ("numpy", numpy.__version__), ("scipy", scipy.__version__),
+            ("cpu", cpu_identity()),
+            ("libc", " ".join(platform.libc_ver()).strip() or "unknown"),
+            ("device", device_kind(device_name(device))))
+
+
 def environment(device: str, threads: int | None = None, backend: str = "local") -> dict:
     """The software and machine a report came from.
 
@@ -191,6 +224,15 @@ class Cache:
         return self.root / material["claim"] / f"{digest[:24]}.json"
 
     def load(self, material: Mapping) -> Mapping | None:
+        """The cached result of ``material``, or None (absent, disabled, or corrupt:
+        warned about, then recomputed)."""
+        entry = self.load_entry(material)
+        return None if entry is None else entry[0]
+
+    def load_entry(self, material: Mapping) -> tuple[Mapping, Mapping | None] | None:
+        """(result, the machine that computed it) of ``material``, or None as
+        :meth:`load`. The machine is :func:`machine_identity` of the storing run, None
+        where unknown (an older entry, units run on a cluster)."""
         if not self.enabled:
             return None
         path = self.path(material)
@@ -209,18 +251,27 @@ class Cache:
                 raise ValueError("checksum mismatch")
             if not isinstance(result, dict):
                 raise ValueError(f"result is a {type(result).__name__}, not an object")
-            return result
+            machine = entry.get("machine")
+            if not (isinstance(machine, dict) and all(
+                    isinstance(k, str) and isinstance(v, str) for k, v in machine.items())):
+                machine = None  # unknown: never taken for this machine
+            return result, machine
         except (ValueError, KeyError, TypeError, OSError, RecursionError) as exc:
             warnings.warn(f"corrupt cache entry {path} ({exc}); recomputing", CacheWarning,
                           stacklevel=2)
             return None
 
-    def store(self, material: Mapping, result: Mapping) -> None:
+    def store(self, material: Mapping, result: Mapping,
+              machine: Mapping | None = None) -> None:
+        """Cache ``result`` under ``material``; ``machine``: where it was computed
+        (:func:`machine_identity`), None where unknown."""
         if not self.enabled:
             return
         path = self.path(material)
         entry = {"key": material, "result": result,
                  "checksum": hashlib.sha256(_canonical(result).encode()).hexdigest()}
+        if machine is not None:
+            entry["machine"] = dict(machine)
         text = json.dumps(entry, default=_json_default)  # a result that is not JSON raises
         tmp = None
         try:
@@ -274,6 +325,9 @@ class ClaimResult:
     cached: int
     command: str
     plan: Any = None  # audit.sequential.Plan of a sequential run (None: fixed seeds)
+    # of the cached units, those whose cache entries were computed on another machine or
+    # on one not recorded (an older entry, a cluster): see machine_identity
+    cached_elsewhere: int = 0
 
     @property
     def locked(self) -> Outcome | None:
@@ -636,18 +690,30 @@ def _keyed_context(claim: Claim, ctx: RunContext, cache: Cache
 
 
 def _from_cache(claim: Claim, specs: Sequence[RunSpec], ctx: RunContext, cache: Cache,
-                version: str, data: dict) -> tuple[dict[RunSpec, Mapping], dict[RunSpec, dict]]:
-    """(cached results by spec, the key material of every spec still to compute)."""
+                version: str, data: dict, elsewhere: set | None = None
+                ) -> tuple[dict[RunSpec, Mapping], dict[RunSpec, dict]]:
+    """(cached results by spec, the key material of every spec still to compute); the
+    specs whose entries were computed on another or an unknown machine are added to
+    ``elsewhere`` when given."""
     results: dict[RunSpec, Mapping] = {}
     todo: dict[RunSpec, dict] = {}
+    here = machine_identity(ctx.device) if elsewhere is not None else None
     for spec in specs:
         material = cache.key_material(claim.id, spec, ctx, version, data)
-        hit = cache.load(material)
+        hit = cache.load_entry(material)
         if hit is None:
             todo[spec] = material
         else:
-            results[spec] = hit
+            results[spec] = hit[0]
+            if elsewhere is not None and hit[1] != here:
+                elsewhere.add(spec)
     return results, todo
+
+
+def _computed_on(backend: Any, device: str) -> dict | None:
+    """The machine a backend's units are computed on: this one, or None (unknown) for
+    a backend whose units run on other machines (``runs_here = False``: Ray)."""
+    return machine_identity(device) if getattr(backend, "runs_here", True) else None
 
 
 def _collect(claim: Claim, ctx: RunContext, *, cache: Cache, backend: Any,
@@ -662,8 +728,10 @@ def _collect(claim: Claim, ctx: RunContext, *, cache: Cache, backend: Any,
     specs = claim.unit_specs(ctx)
     threads = torch_threads()  # read before any unit runs (units may set their own)
     held = {s: known[s] for s in specs if s in (known or {})}
+    elsewhere: set = set()
     hits, todo = _from_cache(claim, [s for s in specs if s not in held], ctx, cache,
-                             version, data)
+                             version, data, elsewhere)
+    machine = _computed_on(backend, ctx.device)
     results = {s: held.get(s, hits.get(s)) for s in specs if s in held or s in hits}
     bar = _progress(len(todo), claim.id, progress and len(todo) > 0)
     unit_ctx = ctx  # long units: the current federated run's round beside the bar
@@ -672,7 +740,8 @@ def _collect(claim: Claim, ctx: RunContext, *, cache: Cache, backend: Any,
     try:
         for spec, result in _guarded(claim, backend.imap(claim, unit_ctx, list(todo))):
             result = checked_result(claim, spec, result)  # as the cache will give it back
-            cache.store(todo[spec], result)  # stored at once: nothing lost if interrupted
+            # stored at once: nothing lost if interrupted
+            cache.store(todo[spec], result, machine)
             results[spec] = result
             if bar is not None:
                 bar.set_postfix_str(spec.label())
@@ -685,7 +754,7 @@ def _collect(claim: Claim, ctx: RunContext, *, cache: Cache, backend: Any,
     # sums over the results then gives the same last digits from a pool, a cluster, the
     # cache or one unit after another
     results = in_spec_order(specs, results)
-    return ctx, version, data, specs, results, todo, set(hits), threads
+    return ctx, version, data, specs, results, todo, set(hits), threads, elsewhere
 
 
 def in_spec_order(specs: Sequence[RunSpec], results: Mapping[RunSpec, Mapping]
@@ -712,7 +781,7 @@ def execute(claim: Claim, ctx: RunContext, *, cache: Cache,
     if backend is None:
         backend = FunctionBackend(runner) if runner is not None else LocalBackend()
     t0 = time.perf_counter()
-    ctx, version, data, specs, results, todo, hits, threads = _collect(
+    ctx, version, data, specs, results, todo, hits, threads, elsewhere = _collect(
         claim, ctx, cache=cache, backend=backend, progress=progress, known=known)
     recomputed = 0
     diverged = non_finite_units(results)
@@ -738,10 +807,12 @@ def execute(claim: Claim, ctx: RunContext, *, cache: Cache,
                           CacheWarning, stacklevel=2)
             for spec, result in _guarded(claim, backend.imap(claim, ctx, odd)):
                 result = checked_result(claim, spec, result)
-                cache.store(cache.key_material(claim.id, spec, ctx, version, data), result)
+                cache.store(cache.key_material(claim.id, spec, ctx, version, data), result,
+                            _computed_on(backend, ctx.device))
                 results[spec] = result
             _set_torch_threads(threads)
             recomputed = len(odd)
+            elsewhere -= set(odd)
             analysis = _analysed(claim, results, ctx)
         verdict = verdict_from_parts(claim.id, claim.combination, analysis.parts,
                                      analysis.estimates, getattr(analysis, "premise", None))
@@ -751,7 +822,8 @@ def execute(claim: Claim, ctx: RunContext, *, cache: Cache,
     return ClaimResult(claim=claim, ctx=ctx, verdict=verdict, analysis=analysis,
                        environment=env,
                        runtime_s=time.perf_counter() - t0, computed=len(todo) + recomputed,
-                       cached=len(specs) - len(todo) - recomputed, command=command)
+                       cached=len(specs) - len(todo) - recomputed, command=command,
+                       cached_elsewhere=len(elsewhere))
 
 
 def run_units(claim: Claim, ctx: RunContext, specs: Sequence[RunSpec], *, cache: Cache,
@@ -770,7 +842,8 @@ def run_units(claim: Claim, ctx: RunContext, specs: Sequence[RunSpec], *, cache:
     try:
         for spec, result in _guarded(claim, backend.imap(claim, ctx, list(todo))):
             result = checked_result(claim, spec, result)
-            cache.store(todo[spec], result)  # nothing lost when interrupted
+            cache.store(todo[spec], result,  # nothing lost when interrupted
+                        _computed_on(backend, ctx.device))
             results[spec] = result
             if on_result is not None:
                 on_result(spec, result)
@@ -1197,7 +1270,7 @@ def execute_sequential(claim: Claim, ctx: RunContext, plan, *, cache: Cache,
         look_ctx = dataclasses.replace(ctx, seeds=pool[:n], alpha_fraction=float(share))
         verdict = None
         if n < plan.cap:  # an interim look: the decisions alone, where the claim has them
-            keyed, _, _, _, results, todo, _, _ = _collect(
+            keyed, _, _, _, results, todo, _, _, _ = _collect(
                 claim, look_ctx, cache=cache, backend=backend, progress=progress, known=held)
             computed += len(todo)
             # held: what this run computed; a cached unit is read from the cache again at

@@ -198,10 +198,18 @@ def test_units_from_a_cache_or_a_cluster_are_not_compared_as_this_machine_s(toy,
 
     res, reports, path = _committed(toy, tmp_path)
     data = json.loads(path.read_text())
-    data["runs"]["cached"] = 3
+    data["runs"].update(cached=3, cached_elsewhere=1)  # one unit computed elsewhere
+    path.write_text(json.dumps(data))
+    with pytest.raises(pytest.skip.Exception, match="from a cache computed on another"):
+        check_committed_report(res, reports=reports, same_machine=True)
+    del data["runs"]["cached_elsewhere"]  # an older report: its cache's machines unknown
     path.write_text(json.dumps(data))
     with pytest.raises(pytest.skip.Exception, match="from a cache"):
         check_committed_report(res, reports=reports, same_machine=True)
+    # units cached on this machine (their entries say so) are compared as this machine's
+    data["runs"].update(cached=3, cached_elsewhere=0)
+    path.write_text(json.dumps(data))
+    check_committed_report(res, reports=reports, same_machine=True)
     data["runs"]["cached"] = 0
     data["environment"]["backend"] = "on a Ray cluster (2 workers)"
     path.write_text(json.dumps(data))

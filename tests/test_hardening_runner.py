@@ -549,3 +549,54 @@ def test_a_bad_seed_count_is_refused_for_an_exact_claim_too(tmp_path, capsys, co
                  "--seeds", count]) == 2
     assert f"seed count must be positive, got {count}" in capsys.readouterr().err
     assert not out.exists()
+
+
+# ------------------------------------------------- the machine a cached unit ran on
+def test_cache_entries_record_the_machine_that_computed_them(toy, tmp_path):
+    """A rerun from the cache counts its units as computed here only where their entries
+    record this machine (kernel fields and device kind); an entry from another machine,
+    an older entry without the record, or one with a malformed record counts as computed
+    elsewhere; a cluster backend records no machine."""
+    from audit.runner import machine_identity
+
+    cache = Cache(tmp_path / "c")
+    ctx = _ctx(toy.CLAIM)
+    units = 2 * len(toy.CLAIM.default_seeds)
+    first = execute(toy.CLAIM, ctx, cache=cache, progress=False)
+    assert (first.computed, first.cached, first.cached_elsewhere) == (units, 0, 0)
+    entries = sorted((tmp_path / "c" / toy.CLAIM.id).glob("*.json"))
+    assert len(entries) == units
+    here = machine_identity(ctx.device)
+    assert set(here) == {"python", "torch", "numpy", "scipy", "cpu", "libc", "device"}
+    assert all(json.loads(p.read_text())["machine"] == here for p in entries)
+    again = execute(toy.CLAIM, ctx, cache=cache, progress=False)
+    assert (again.computed, again.cached, again.cached_elsewhere) == (0, units, 0)
+    # another machine, no record, a malformed record: three units from elsewhere
+    for path, machine in zip(entries, ({**here, "cpu": "another"}, None, ["x"])):
+        entry = json.loads(path.read_text())
+        if machine is None:
+            del entry["machine"]
+        else:
+            entry["machine"] = machine
+        path.write_text(json.dumps(entry))
+    mixed = execute(toy.CLAIM, ctx, cache=cache, progress=False)
+    assert (mixed.computed, mixed.cached, mixed.cached_elsewhere) == (0, units, 3)
+    assert mixed.verdict == again.verdict  # the results themselves are used as before
+    from audit import report
+
+    assert report.to_json(mixed)["runs"] == {"computed": 0, "cached": units,
+                                             "cached_elsewhere": 3}
+
+
+def test_a_cluster_backend_stores_no_machine(toy, tmp_path):
+    from audit.runner import LocalBackend
+
+    class Cluster(LocalBackend):
+        runs_here = False  # as RayBackend: units on other machines
+
+    cache = Cache(tmp_path / "c")
+    execute(toy.CLAIM, _ctx(toy.CLAIM), cache=cache, progress=False, backend=Cluster())
+    entries = list((tmp_path / "c" / toy.CLAIM.id).glob("*.json"))
+    assert entries and all("machine" not in json.loads(p.read_text()) for p in entries)
+    again = execute(toy.CLAIM, _ctx(toy.CLAIM), cache=cache, progress=False)
+    assert again.cached_elsewhere == again.cached == len(entries)
