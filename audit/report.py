@@ -478,7 +478,10 @@ def render_markdown(data: Mapping, figure_dir: str | None = None) -> str:
                   if env.get("torch_threads") else "") if env.get("backend") else ""),
               f"- Runtime: {data['runtime_s']:.1f} s "
               f"({data.get('runs', {}).get('computed', '?')} runs computed, "
-              f"{data.get('runs', {}).get('cached', '?')} from cache)",
+              f"{data.get('runs', {}).get('cached', '?')} from cache"
+              + (f", {data['runs']['cached_elsewhere']} of them computed on another or an "
+                 f"unrecorded machine" if (data.get('runs') or {}).get('cached_elsewhere')
+                 else "") + ")",
               f"- Command: `{data['command']}`", ""]
     return "\n".join(lines)
 

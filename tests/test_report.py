@@ -77,3 +77,12 @@ def test_index_lists_pending_and_run_claims(data, tmp_path, toy):
     report.write_data(data, tmp_path)
     text = report.write_index(tmp_path, claims.registry()).read_text()
     assert "[`toy-claim`](toy-claim.md)" in text and "**CONFIRMED**" in text
+
+
+def test_the_runtime_line_says_how_many_cached_units_came_from_elsewhere(data):
+    data = json.loads(json.dumps(data))
+    data["runs"] = {"computed": 2, "cached": 4, "cached_elsewhere": 0}
+    assert "(2 runs computed, 4 from cache)" in report.render_markdown(data)
+    data["runs"]["cached_elsewhere"] = 3
+    assert ("(2 runs computed, 4 from cache, 3 of them computed on another or an "
+            "unrecorded machine)") in report.render_markdown(data)
