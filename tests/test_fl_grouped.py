@@ -310,3 +310,18 @@ def test_nhwc_first_convolution_is_a_cpu_layout_choice(monkeypatch):
     b = check(m, (1, 8, 8))
     for k in a:
         torch.testing.assert_close(a[k], b[k], atol=1e-6, rtol=1e-5)
+
+
+def test_batch_norm_with_one_value_a_channel_is_refused_as_by_torch():
+    """At a 1x1 map with one sample a client, torch's module raises; the chain must too,
+    not write NaN into the running variance."""
+    model = build_model("vgg", 4, 1, 4, width=0.25)  # bn3, bn4 at 1x1 on 4x4 inputs
+    chain = compile_chain(model)
+    gen = torch.Generator().manual_seed(0)
+    params = stacked(model, 2, gen)
+    bufs = {k: torch.stack([v.detach().clone()] * 2) for k, v in model.named_buffers()}
+    x, y = torch.randn(2, 1, 1, 4, 4, generator=gen), torch.randint(0, 4, (2, 1))
+    with pytest.raises(ValueError, match="more than 1 value per channel"):
+        model(x[0])
+    with pytest.raises(ValueError, match="more than 1 value per channel"):
+        chain.grads(params, x, y, None, bufs)

@@ -418,3 +418,46 @@ def test_engine_asks_for_every_due_client_in_one_call():
     for k in fast.final_state:
         torch.testing.assert_close(fast.final_state[k], slow.final_state[k],
                                    rtol=1e-4, atol=1e-5)
+
+
+def test_batched_probe_of_a_dropout_model_draws_as_the_client_by_client_one():
+    """With dropout, vmap would draw the masks in another order: the batched probe then
+    goes client by client, so the multipliers and the generator's state after them are
+    those of the per-client probe, exactly."""
+    ds, fed = _tiny(n_clients=4)
+    model = build_model("cnn2", 4, 1, 4, width=0.25, dropout_middle=0.5, dropout=0.5)
+    cfg = FLConfig(rounds=1, batch_size=8, layer_metrics=False)
+    state = {k: v.detach().clone() for k, v in model.state_dict().items()}
+    requests = [ScaleRequest(state, c, 0, None) for c in range(4)]
+    got = []
+    for batched in (True, False):
+        alg = FLAYER(SERVER_RULES["literal"])
+        alg.setup(model, fed, cfg)
+        torch.manual_seed(5)
+        if batched:
+            got.append((alg.param_lr_scale_batch(requests, 1), torch.get_rng_state()))
+        else:
+            got.append(([alg.param_lr_scale(q.params, q.client_id, 1, 0, None)
+                         for q in requests], torch.get_rng_state()))
+    assert got[0][0] == got[1][0]
+    assert torch.equal(got[0][1], got[1][1])
+
+
+def test_a_subclass_rule_is_not_hidden_by_an_inherited_batched_override():
+    """A subclass of FLAYER that overrides param_lr_scale alone is asked request by
+    request on both paths (FLAYER's batched override answers for FLAYER's rule)."""
+    from audit.fl.training import _scale_batch
+
+    class Halved(FLAYER):
+        def param_lr_scale(self, params, client_id, round, epoch, last_grads):
+            return {k: 0.5 for k in params}
+
+    ds, fed = _tiny(n_clients=3)
+    model = build_model("cnn", 4, 1, 4, width=0.25)
+    alg = Halved(SERVER_RULES["literal"])
+    alg.setup(model, fed, FLConfig(rounds=1))
+    state = {k: v.detach() for k, v in model.named_parameters()}
+    answers = _scale_batch(alg)([ScaleRequest(state, c, 0, None) for c in range(3)], 1)
+    assert answers == [{k: 0.5 for k in state}] * 3
+    plain = FLAYER(SERVER_RULES["literal"])
+    assert _scale_batch(plain).__func__ is FLAYER.param_lr_scale_batch

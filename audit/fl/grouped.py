@@ -265,6 +265,10 @@ class Chain:
     def _forward(op: _Op, params, h, layout, K, b, buffers=None):
         if op.kind == "bn":
             eps, momentum = op.args
+            if b * h.shape[2] * h.shape[3] == 1:  # as torch's module: no batch statistics
+                raise ValueError(f"Expected more than 1 value per channel when training, "
+                                 f"got input size {[b, h.shape[1] // K, *h.shape[2:]]} "
+                                 f"({op.name})")
             mean = buffers[f"{op.name}.running_mean"].view(-1)  # (K*C): views, so the
             var = buffers[f"{op.name}.running_var"].view(-1)    # update reaches the stacks
             wt, bias = params[op.weight].reshape(-1), params[op.bias].reshape(-1)

@@ -83,13 +83,17 @@ class Algorithm:
     def param_lr_scale_batch(self, requests: Sequence[ScaleRequest],
                              round: int) -> list:
         """:meth:`param_lr_scale` for several clients at once: the answers, in the order
-        of ``requests``. The batched path calls this once for every client that starts
-        an epoch in the same local step (at the first step of a round: all of them), so
-        an algorithm whose multipliers need a forward and backward pass of its own (a
-        gradient probe) can run one batched pass for all those clients instead of one
-        per client. The sequential path asks with one request at a time. Default:
+        of ``requests``. The batched path calls this once for the clients of one batched
+        call that start an epoch at that step (at a round's first step: all of them, or
+        each group that shares a call: one minibatch size with batch norm, one client
+        chunk), so an algorithm whose multipliers need a forward and backward pass of
+        its own (a gradient probe) can run one batched pass for those clients instead of
+        one per client. The sequential path asks with one request at a time. Default:
         :meth:`param_lr_scale` for each request in turn; an override must answer what
-        :meth:`param_lr_scale` would, up to rounding."""
+        :meth:`param_lr_scale` would, up to rounding. A subclass that overrides
+        :meth:`param_lr_scale` below the class that overrides this method gets the
+        default back (the engine calls its :meth:`param_lr_scale` request by request),
+        so the batched override cannot hide the newer rule."""
         return [self.param_lr_scale(q.params, q.client_id, round, q.epoch, q.last_grads)
                 for q in requests]
 

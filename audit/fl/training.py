@@ -94,6 +94,18 @@ def _overrides(alg: Algorithm, name: str) -> bool:
     return getattr(type(alg), name) is not getattr(Algorithm, name)
 
 
+def _scale_batch(alg: Algorithm):
+    """The algorithm's ``param_lr_scale_batch``, or the default one (request by request)
+    where a subclass overrides ``param_lr_scale`` below the class whose batched override
+    it inherits: that override answers for its own class's rule, not the newer one."""
+    mro = type(alg).__mro__
+    single = next(c for c in mro if "param_lr_scale" in vars(c))
+    batch = next(c for c in mro if "param_lr_scale_batch" in vars(c))
+    if batch is not Algorithm and single is not batch and issubclass(single, batch):
+        return lambda requests, r: Algorithm.param_lr_scale_batch(alg, requests, r)
+    return alg.param_lr_scale_batch
+
+
 def _has_batch_stats(model: nn.Module) -> bool:
     """True if a module normalises with batch statistics in training mode (BatchNorm)."""
     return any(isinstance(m, nn.modules.batchnorm._BatchNorm) for m in model.modules())
@@ -137,6 +149,7 @@ class _Trainer:
         self.bkeys = [n for n, _ in model.named_buffers()]
         self.use_lr_hook = (_overrides(alg, "param_lr_scale")
                             or _overrides(alg, "param_lr_scale_batch"))
+        self.scale_batch = _scale_batch(alg)
         self.pad = not _has_batch_stats(model)
         self.defer_partial = self.pad and torch.device(cfg.device).type == "cpu"
         if _amp_device(cfg) is not None:
@@ -164,8 +177,7 @@ class _Trainer:
     def _scale(self, params, cid, r, epoch, last_grads):
         if not self.use_lr_hook:
             return None
-        return self.alg.param_lr_scale_batch([ScaleRequest(params, cid, epoch, last_grads)],
-                                             r)[0]
+        return self.scale_batch([ScaleRequest(params, cid, epoch, last_grads)], r)[0]
 
     # -- sequential reference -----------------------------------------------------------
     def train_one(self, start: State, x, y, cid: int, r: int):
@@ -373,7 +385,7 @@ class _Trainer:
         requests = [ScaleRequest({k: v[j] for k, v in P.items()}, cids[j], e,
                                  None if last_g is None else {k: v[j] for k, v in last_g.items()})
                     for j, e in due]
-        answers = self.alg.param_lr_scale_batch(requests, r)
+        answers = self.scale_batch(requests, r)
         if len(answers) != len(requests):
             raise ValueError(f"{type(self.alg).__name__}.param_lr_scale_batch answered "
                              f"{len(answers)} requests of {len(requests)}")

@@ -315,6 +315,8 @@ class FLAYER(_Tracked, Algorithm):
         self._lr_cache: dict = {}
         self.probe = self.opt.probe_samples or config.batch_size
         self._vprobe = vmap(grad(self._probe_loss), randomness="different")
+        self._has_dropout = any(isinstance(m, nn.modules.dropout._DropoutNd) and m.p > 0
+                                for m in model.modules())
 
     def init_client_state(self, client_id, global_state):
         return {"local": None, "a_local": 0.0}
@@ -363,7 +365,11 @@ class FLAYER(_Tracked, Algorithm):
     def _grad_norms_batch(self, params: Sequence[State], client_ids: Sequence[int]) -> list:
         """:meth:`_grad_norms` for several clients: one ``vmap`` pass for every group of
         clients with the same probe size (one client alone takes the plain pass).
-        Equal to the client-by-client probe up to rounding."""
+        Equal to the client-by-client probe up to rounding. A model with dropout is
+        probed client by client, in order: ``vmap`` would draw the masks in another
+        order, so the probe and the training after it would see other masks."""
+        if self._has_dropout:
+            return [self._grad_norms(p, c) for p, c in zip(params, client_ids)]
         out: list = [None] * len(client_ids)
         groups: dict = {}
         for i, cid in enumerate(client_ids):
