@@ -247,12 +247,6 @@ def check_committed_report(result: ClaimResult, *, rtol: float = 0.0, atol: floa
                     + "\n".join(found), pytrace=False)
 
 
-def _device(env) -> str:
-    """The device a report ran on, without the CPU's core count (threads are the
-    claims' own): ``cpu``, or a GPU's whole name."""
-    return device_kind(env.get("device", ""))
-
-
 def _other_machine(committed, ours) -> str:
     """Why the units behind two reports may not have run on one machine and software
     (empty when they did): another processor, library, libc or device; units read from a
@@ -263,7 +257,7 @@ def _other_machine(committed, ours) -> str:
     report without that count (an older one) counts every cached unit as elsewhere."""
     theirs, mine = committed.get("environment") or {}, ours.get("environment") or {}
     other = [k for k in KERNEL_FIELDS if not mine.get(k) or theirs.get(k) != mine.get(k)]
-    if _device(theirs) != _device(mine):
+    if device_kind(theirs.get("device", "")) != device_kind(mine.get("device", "")):
         other.append("device")
     if other:
         return f"the committed report was computed with another {', '.join(other)}"

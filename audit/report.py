@@ -464,7 +464,7 @@ def render_markdown(data: Mapping, figure_dir: str | None = None) -> str:
     for p in data["parts"]:
         lines += [f"- **{p['id']}**: {p['rule']}"]
     lines += ["", "## Reproduce", ""]
-    seeds = data["seeds"]
+    seeds, runs = data["seeds"], data.get("runs") or {}
     lines += [f"- Seeds: {seeds if seeds else 'none (exact computation)'}",
               f"- Scale: `{data['scale']}`; config: `{json.dumps(data.get('config', {}), sort_keys=True)}`",
               f"- Environment: python {env.get('python')}, torch {env.get('torch')}, "
@@ -477,11 +477,9 @@ def render_markdown(data: Mapping, figure_dir: str | None = None) -> str:
                   f", the main process with {env.get('torch_threads')} torch threads"
                   if env.get("torch_threads") else "") if env.get("backend") else ""),
               f"- Runtime: {data['runtime_s']:.1f} s "
-              f"({data.get('runs', {}).get('computed', '?')} runs computed, "
-              f"{data.get('runs', {}).get('cached', '?')} from cache"
-              + (f", {data['runs']['cached_elsewhere']} of them computed on another or an "
-                 f"unrecorded machine" if (data.get('runs') or {}).get('cached_elsewhere')
-                 else "") + ")",
+              f"({runs.get('computed', '?')} runs computed, {runs.get('cached', '?')} from "
+              f"cache" + (f", {runs['cached_elsewhere']} of them computed on another or an "
+                          f"unrecorded machine" if runs.get("cached_elsewhere") else "") + ")",
               f"- Command: `{data['command']}`", ""]
     return "\n".join(lines)
 
