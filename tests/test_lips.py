@@ -561,6 +561,12 @@ def test_curve_probe_matches_the_engine_and_batched_matches_the_loop(fed):
         batched = alg._correct_batched(states, clients)
         loop = [alg._correct_one(st, c) for st, c in zip(states, clients)]
     assert all(torch.equal(x, y) for x, y in zip(batched, loop))
+    alg.model.train()
+    # the grouped chain's eval forward (the engine's path here) gives the same curve
+    assert alg._chain is not None
+    grouped = alg._curve_accuracies(h.final_state, 6)
+    alg._chain = None
+    assert grouped == pytest.approx(alg._curve_accuracies(h.final_state, 6), abs=1e-12)
     with pytest.raises(ValueError, match="curve_every"):
         FedBNProbe(curve_every=0)
 

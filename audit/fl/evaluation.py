@@ -2,6 +2,8 @@
 
 - :func:`evaluate`: (accuracy, mean cross-entropy) of a state dict, pure (eval mode, no
   grad); token accuracy / mean CE for language models.
+- :func:`evaluate_many`: :func:`evaluate` for several states, each on its own data, in
+  one grouped forward a chunk of clients when the model is a plain layer chain.
 - :func:`layer_stats`: per-layer L2 norm, exact-zero fraction and cosine to a reference.
 - :class:`History`: the per-round metrics :func:`audit.fl.engine.run_federated` returns.
 """
@@ -22,7 +24,7 @@ from torch.func import functional_call
 from .aggregate import State
 from .models import layer_names
 
-__all__ = ["History", "evaluate", "layer_stats"]
+__all__ = ["History", "evaluate", "evaluate_many", "layer_stats"]
 
 
 @dataclass(frozen=True)
@@ -112,6 +114,62 @@ def evaluate(model: nn.Module, state: State, x: torch.Tensor, y: torch.Tensor,
             count += ok.numel()
     model.train(was)
     return float(tot_ok / count), float(tot_loss / count)
+
+
+def evaluate_many(model: nn.Module, states: Sequence[State],
+                  sets: Sequence[tuple], batch_size: int = 1024, chain=None,
+                  chunk: int = 100) -> list:
+    """``[evaluate(model, s, x, y, batch_size) for s, (x, y) in zip(states, sets)]``,
+    equal up to rounding. With ``chain`` (:func:`audit.fl.grouped.compile_chain` of
+    ``model``), up to ``chunk`` clients go through one grouped eval-mode forward
+    (:meth:`~audit.fl.grouped.Chain.logits`): their sets are padded to the longest with
+    zero samples that count for nothing, and each forward holds about ``batch_size``
+    samples in all, as one :func:`evaluate` call does. Without a chain (or with a
+    program that has no ``logits``), for one non-empty set, or for a language model's
+    targets, the plain loop."""
+    if len(states) != len(sets):
+        raise ValueError(f"{len(states)} states for {len(sets)} data sets")
+    rows = [i for i, (_, y) in enumerate(sets) if len(y)]
+    if getattr(chain, "logits", None) is None or len(rows) < 2 or \
+            any(sets[i][1].dim() != 1 for i in rows):
+        return [evaluate(model, st, x, y, batch_size) for st, (x, y) in zip(states, sets)]
+    out = [(float("nan"), float("nan"))] * len(states)
+    pkeys = [n for n, _ in model.named_parameters()]
+    bkeys = [n for n, b in model.named_buffers() if b.dtype.is_floating_point]
+    for c0 in range(0, len(rows), max(1, int(chunk))):
+        part = rows[c0:c0 + max(1, int(chunk))]
+        for i, res in zip(part, _evaluate_grouped(chain, pkeys, bkeys,
+                                                  [states[i] for i in part],
+                                                  [sets[i] for i in part], batch_size)):
+            out[i] = res
+    return out
+
+
+def _evaluate_grouped(chain, pkeys, bkeys, states, sets, batch_size) -> list:
+    K = len(states)
+    n = [len(y) for _, y in sets]
+    width = max(n)
+    x0 = sets[0][0]
+    X = x0.new_zeros((K, width, *x0.shape[1:]))
+    Y = torch.zeros(K, width, dtype=torch.long, device=x0.device)
+    W = torch.zeros(K, width, dtype=torch.bool, device=x0.device)
+    for k, (x, y) in enumerate(sets):
+        X[k, :n[k]] = x
+        Y[k, :n[k]] = y
+        W[k, :n[k]] = True
+    P = {k: torch.stack([s[k].detach() for s in states]) for k in pkeys}
+    B = {k: torch.stack([s[k].detach() for s in states]) for k in bkeys}
+    tot_loss = torch.zeros(K, dtype=torch.float64, device=x0.device)
+    tot_ok = torch.zeros(K, dtype=torch.float64, device=x0.device)
+    step = max(1, batch_size // K)
+    for j in range(0, width, step):
+        out = chain.logits(P, X[:, j:j + step], B)  # (K, m, classes)
+        y, w = Y[:, j:j + step], W[:, j:j + step]
+        loss = F.cross_entropy(out.flatten(0, 1), y.flatten(), reduction="none")
+        tot_loss += (loss.view_as(w) * w).sum(1).double()
+        tot_ok += ((out.argmax(-1) == y) & w).sum(1).double()
+    vals = torch.stack([tot_ok, tot_loss]).cpu().tolist()
+    return [(vals[0][k] / n[k], vals[1][k] / n[k]) for k in range(K)]
 
 
 def layer_stats(model: nn.Module, state: State, reference: Optional[State] = None,

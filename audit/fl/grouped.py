@@ -28,7 +28,8 @@ Layouts. Client k's weights are the k-th slice of each stacked parameter (K, ...
   never pads a batch for a model with batch norm, so no padding enters the statistics.
 - Linear part: activations are ``(K, b, F)`` and a linear layer is one batched matmul.
 
-Training mode only (dropout is applied, as in local training).
+Training mode for :meth:`Chain.grads` (dropout is applied, as in local training); eval
+mode for :meth:`Chain.logits` (the clients' evaluation in one call).
 
 Backward is written out per layer with the kernels autograd itself would call
 (``convolution_backward``, ``native_batch_norm_backward``, ``threshold_backward``,
@@ -259,6 +260,33 @@ class Chain:
             d = self._backward(self.ops[i], params, d, saved[i], grads, K, b,
                                need_input=i > 0)
         return grads
+
+    def logits(self, params: dict, x: torch.Tensor, buffers: Optional[dict] = None
+               ) -> torch.Tensor:
+        """The K clients' outputs in eval mode (the module's ``eval()`` forward: no
+        dropout, batch norm by its running statistics, which are read and not changed):
+        ``x`` (K, b, ...) -> (K, b, classes). No autograd graph is kept. Equal to each
+        client's own forward up to rounding (grouped kernels sum in another order)."""
+        K, b = x.shape[0], x.shape[1]
+        if self.has_bn and buffers is None:
+            raise ValueError("a chain with batch norm needs the stacked buffers")
+        if self.has_conv:
+            h, layout = x.transpose(0, 1).reshape(b, K * x.shape[2], *x.shape[3:]), "g"
+        else:
+            h, layout = x.reshape(K, b, -1), "k"
+        with torch.no_grad():
+            for op in self.ops:
+                if op.kind == "dropout":
+                    continue
+                if op.kind == "bn":
+                    eps = op.args[0]
+                    h = torch.ops.aten.native_batch_norm(
+                        h, params[op.weight].reshape(-1), params[op.bias].reshape(-1),
+                        buffers[f"{op.name}.running_mean"].reshape(-1),
+                        buffers[f"{op.name}.running_var"].reshape(-1), False, 0.0, eps)[0]
+                    continue
+                h, layout, _ = self._forward(op, params, h, layout, K, b)
+        return h.reshape(b, K, -1).transpose(0, 1) if layout == "g" else h
 
     # -- one layer ------------------------------------------------------------------
     @staticmethod

@@ -17,7 +17,7 @@ from .config import FLConfig
 from .data import FederatedData
 from .models import is_norm_key
 
-__all__ = ["Algorithm", "FedBN", "FedProx", "ScaleRequest"]
+__all__ = ["Algorithm", "ClientUpdate", "FedBN", "FedProx", "ScaleRequest", "batched_override"]
 
 
 class ScaleRequest(NamedTuple):
@@ -28,6 +28,29 @@ class ScaleRequest(NamedTuple):
     client_id: int
     epoch: int
     last_grads: Optional[State]
+
+
+class ClientUpdate(NamedTuple):
+    """One client's call of :meth:`Algorithm.update_client_state`, as the engine gathers
+    them for :meth:`Algorithm.update_client_state_batch`."""
+
+    client_state: Any
+    start: State
+    after: State
+    client_id: int
+
+
+def batched_override(alg: "Algorithm", single: str, batch: str):
+    """``alg``'s own override of the batched hook ``batch`` (bound), or None: where the
+    class keeps :class:`Algorithm`'s default, or where a subclass overrides the
+    one-client hook ``single`` below the class whose batched override it inherits
+    (that override answers for its own class's rule, not the newer one)."""
+    mro = type(alg).__mro__
+    one = next(c for c in mro if single in vars(c))
+    many = next(c for c in mro if batch in vars(c))
+    if many is Algorithm or (one is not many and issubclass(one, many)):
+        return None
+    return getattr(alg, batch)
 
 
 class Algorithm:
@@ -108,6 +131,18 @@ class Algorithm:
         """Extra loss term; pure torch code (it runs under ``vmap`` in the fast path)."""
         raise NotImplementedError
 
+    def regularizer_grad(self, params: Mapping[str, torch.Tensor],
+                         context: Mapping[str, torch.Tensor]) -> dict:
+        """The gradient of :meth:`regularizer` with respect to every tensor of
+        ``params``, written out, for the grouped chain's path: the engine calls it with
+        the clients' stacked tensors (a leading client dimension on ``params`` and
+        ``context`` alike), so it must act on each client's slice alone (elementwise,
+        as the gradient of a sum of squares does). Not overridden: the engine takes
+        ``vmap(grad(regularizer))``. An override must equal that up to rounding; as with
+        the batched hooks, a subclass that overrides :meth:`regularizer` below the class
+        with this override gets ``vmap`` back."""
+        raise NotImplementedError
+
     def local_steps(self, client_id: int, round: int, planned: int) -> Optional[int]:
         """How many of its ``planned`` minibatch steps this client takes in this round
         (its work budget). ``planned`` counts the steps of ``local_epochs`` epochs in the
@@ -125,6 +160,20 @@ class Algorithm:
                             client_id: int, round: int) -> Any:
         """Persistent state after local training. Default: unchanged."""
         return client_state
+
+    def update_client_state_batch(self, updates: Sequence[ClientUpdate],
+                                  round: int) -> list:
+        """:meth:`update_client_state` for all the round's clients at once: the new
+        states, in the order of ``updates`` (ascending client ids), so that work the
+        hook does per client (an evaluation of the trained model) can run as one
+        batched call. An algorithm that overrides it gets the round's end in two
+        passes: this, then :meth:`upload` client by client; one that does not keeps the
+        one-client hooks interleaved (update, upload, next client). An override must
+        answer what :meth:`update_client_state` would, up to rounding. As with
+        :meth:`param_lr_scale_batch`, a subclass that overrides the one-client hook
+        below the class with the batched override gets the default back."""
+        return [self.update_client_state(u.client_state, u.start, u.after, u.client_id,
+                                         round) for u in updates]
 
     def upload(self, before: State, after: State, client_id: int, round: int,
                n_samples: int) -> Optional[Upload]:
@@ -190,6 +239,9 @@ class FedProx(Algorithm):
 
     def regularizer(self, params, context):
         return 0.5 * self.mu * sum(((params[k] - context[k]) ** 2).sum() for k in params)
+
+    def regularizer_grad(self, params, context):
+        return {k: self.mu * (params[k] - context[k]) for k in params}
 
 
 class FedBN(Algorithm):

@@ -3,7 +3,8 @@
 - :func:`client_steps`: the minibatch order of one client in one round.
 - :func:`budgeted_steps`: that order cut to the client's work budget
   (``Algorithm.local_steps``), the steps both paths actually take.
-- :func:`batched_path`: which path a run takes ("chain", "vmap" or "sequential").
+- :func:`batched_path`: which path a run takes ("chain", "stacked", "vmap" or
+  "sequential").
 - ``_Trainer``: the sequential reference (``train_one``: one client after another) and
   the batched clients (``train_many``: one call trains many clients' local steps, with
   its planner ``_plan``); both give the same numbers on the same minibatch order. See
@@ -24,9 +25,10 @@ from .aggregate import State
 from .config import FLConfig, _amp_device, _autocast, _float32_norms
 from .evaluation import _loss_and_correct
 from .grouped import compile_chain
-from .hooks import Algorithm, ScaleRequest
+from .hooks import Algorithm, ScaleRequest, batched_override
+from .stacked import StackedLM, compile_stacked
 
-__all__ = ["batched_path", "budgeted_steps", "client_steps"]
+__all__ = ["batched_path", "budgeted_steps", "client_steps", "grouped_chain"]
 
 
 def client_steps(n: int, cfg: FLConfig, round: int, client_id: int) -> list:
@@ -98,12 +100,10 @@ def _scale_batch(alg: Algorithm):
     """The algorithm's ``param_lr_scale_batch``, or the default one (request by request)
     where a subclass overrides ``param_lr_scale`` below the class whose batched override
     it inherits: that override answers for its own class's rule, not the newer one."""
-    mro = type(alg).__mro__
-    single = next(c for c in mro if "param_lr_scale" in vars(c))
-    batch = next(c for c in mro if "param_lr_scale_batch" in vars(c))
-    if batch is not Algorithm and single is not batch and issubclass(single, batch):
+    own = batched_override(alg, "param_lr_scale", "param_lr_scale_batch")
+    if own is None:
         return lambda requests, r: Algorithm.param_lr_scale_batch(alg, requests, r)
-    return alg.param_lr_scale_batch
+    return own
 
 
 def _has_batch_stats(model: nn.Module) -> bool:
@@ -112,21 +112,36 @@ def _has_batch_stats(model: nn.Module) -> bool:
 
 
 def _chain_for(model: nn.Module, cfg: FLConfig):
-    """The grouped chain program of ``model`` when the batched path uses it, else None.
-    Plain layer chains (the pFL CNNs) on the CPU, where it was measured; CUDA keeps
-    ``vmap`` (3.7x a plain loop on an H200, ``audit bench --device cuda``)."""
+    """The program the batched path trains ``model`` with in place of ``vmap``, else
+    None: the grouped chain for a plain layer chain (the pFL CNNs), the stacked
+    Transformer (:mod:`audit.fl.stacked`) for the small language model. On the CPU,
+    where both were measured; CUDA keeps ``vmap`` (3.7x a plain loop on an H200,
+    ``audit bench --device cuda``)."""
     if not cfg.fast or torch.device(cfg.device).type != "cpu" or _amp_device(cfg):
-        return None  # (autocast is vmap's: the chain is float32 only)
-    return compile_chain(model)
+        return None  # (autocast is vmap's: the programs are float32 only)
+    return compile_chain(model) or compile_stacked(model)
+
+
+def grouped_chain(model: nn.Module, config: FLConfig):
+    """The program the engine's batched path trains ``model`` with under ``config``
+    (a :class:`~audit.fl.grouped.Chain` or :class:`~audit.fl.stacked.StackedLM`: both
+    give per-client gradients, ``grads(params, x, y, w, buffers)``), or None (vmap or
+    sequential). An algorithm that probes or evaluates many clients' models in a hook
+    can use it; :func:`audit.fl.evaluation.evaluate_many` takes a chain."""
+    return _chain_for(model, config)
 
 
 def batched_path(model: nn.Module, config: FLConfig) -> str:
     """How ``run_federated`` trains the clients of a round for this model and config:
     "chain" (one grouped forward and hand-written backward, ``audit.fl.grouped``),
-    "vmap" (``torch.func``), or "sequential" (``fast=False``)."""
+    "stacked" (the language model over stacked weights, ``audit.fl.stacked``), "vmap"
+    (``torch.func``), or "sequential" (``fast=False``)."""
     if not config.fast:
         return "sequential"
-    return "chain" if _chain_for(model, config) is not None else "vmap"
+    prog = _chain_for(model, config)
+    if prog is None:
+        return "vmap"
+    return "stacked" if isinstance(prog, StackedLM) else "chain"
 
 
 class _Trainer:
@@ -159,6 +174,7 @@ class _Trainer:
         self._vgrad_noreg = vmap(g, in_dims=(0, 0, 0, 0, 0, None), randomness="different")
         self.chain = _chain_for(model, cfg)
         self._vgrad_reg = vmap(grad(lambda p, c: alg.regularizer(p, c)))
+        self.reg_grad = batched_override(alg, "regularizer", "regularizer_grad")
 
     def _loss(self, params, buffers, x, y, w, ctx):
         with _autocast(self.cfg):
@@ -375,7 +391,7 @@ class _Trainer:
             return self._vgrad(P, B, x, y, w, C)
         g = self.chain.grads(P, x, y, w, B)
         if C is not None:
-            reg = self._vgrad_reg(P, C)
+            reg = (self._vgrad_reg if self.reg_grad is None else self.reg_grad)(P, C)
             g = {k: g[k] + reg[k] for k in g}
         return g
 

@@ -50,7 +50,9 @@ from torch.func import functional_call, grad, vmap
 from audit.fl.aggregate import (MASKED_COMPOSITIONS, Rule, State, Upload, chain,
                                 selector_mean)
 from audit.fl.engine import Algorithm, evaluate
+from audit.fl.evaluation import evaluate_many
 from audit.fl.models import layer_names, layer_of, weight_layers
+from audit.fl.training import grouped_chain
 
 __all__ = [
     "ARMS", "CORRECTED", "FLAYER", "FedAvgTracked", "FlayerArm", "SERVER_RULES",
@@ -313,8 +315,10 @@ class FLAYER(_Tracked, Algorithm):
         heads = weight_layers(model)[-self.opt.head_layers:]
         self.head_keys = [k for k in model.state_dict() if layer_of(k) in heads]
         self._lr_cache: dict = {}
+        self._masks: dict = {}  # (client, round) -> the write-back masks, for upload
         self.probe = self.opt.probe_samples or config.batch_size
         self._vprobe = vmap(grad(self._probe_loss), randomness="different")
+        self._chain = grouped_chain(model, config)  # batched evaluation, where trained so
         self._has_dropout = any(isinstance(m, nn.modules.dropout._DropoutNd) and m.p > 0
                                 for m in model.modules())
 
@@ -363,8 +367,9 @@ class FLAYER(_Tracked, Algorithm):
         return dict(zip(self.pkeys, norms))
 
     def _grad_norms_batch(self, params: Sequence[State], client_ids: Sequence[int]) -> list:
-        """:meth:`_grad_norms` for several clients: one ``vmap`` pass for every group of
-        clients with the same probe size (one client alone takes the plain pass).
+        """:meth:`_grad_norms` for several clients: one batched pass for every group of
+        clients with the same probe size (the engine's grouped chain where it trains on
+        it, else ``vmap``; one client alone takes the plain pass).
         Equal to the client-by-client probe up to rounding. A model with dropout is
         probed client by client, in order: ``vmap`` would draw the masks in another
         order, so the probe and the training after it would see other masks."""
@@ -384,9 +389,12 @@ class FLAYER(_Tracked, Algorithm):
             y = torch.stack([self.fed.clients[client_ids[i]].y_train[:n] for i in rows])
             p = {k: torch.stack([params[i][k].detach() for i in rows]) for k in self.pkeys}
             # throwaway running statistics, one copy a client (see _grad_norms)
-            b = {k: v.detach().unsqueeze(0).repeat(len(rows), *([1] * v.dim()))
+            b = {k: v.detach().unsqueeze(0).repeat(len(rows), *([1] * v.dim())).contiguous()
                  for k, v in self.model.named_buffers()}
-            g = self._vprobe(p, b, x, y)
+            if self._chain is not None:  # the engine's grouped chain: the same gradients
+                g = self._chain.grads(p, x, y, None, b)
+            else:
+                g = self._vprobe(p, b, x, y)
             norms = torch.stack([g[k].reshape(len(rows), -1).norm(dim=1)
                                  for k in self.pkeys], dim=1).tolist()
             for i, row in zip(rows, norms):
@@ -430,14 +438,27 @@ class FLAYER(_Tracked, Algorithm):
         self._lr_cache[(client_id, round)] = scale
         return scale
 
-    def update_client_state(self, client_state, start, after, client_id, round):
-        """Keep the trained model as the client's local model; A_l = its accuracy."""
+    def _acc_split(self, client_id: int) -> tuple:
         c = self.fed.clients[client_id]
         if self.opt.released:
-            x, y = c.x_test, c.y_test  # as-released: A_l from the client's test split
-        else:
-            x, y = c.x_val, c.y_val
-        acc, _ = evaluate(self.model, after, x, y)
+            return c.x_test, c.y_test  # as-released: A_l from the client's test split
+        return c.x_val, c.y_val
+
+    def update_client_state(self, client_state, start, after, client_id, round):
+        """Keep the trained model as the client's local model; A_l = its accuracy."""
+        acc, _ = evaluate(self.model, after, *self._acc_split(client_id))
+        return self._keep(start, after, client_id, round, acc)
+
+    def update_client_state_batch(self, updates, round):
+        """:meth:`update_client_state` for the round's clients, their accuracies in one
+        grouped evaluation where the engine trains on the grouped chain."""
+        res = evaluate_many(self.model, [u.after for u in updates],
+                            [self._acc_split(u.client_id) for u in updates],
+                            chain=self._chain)
+        return [self._keep(u.start, u.after, u.client_id, round, acc)
+                for u, (acc, _) in zip(updates, res)]
+
+    def _keep(self, start, after, client_id, round, acc):
         acc = 0.0 if math.isnan(acc) else acc  # no samples: take the global head
         self._lr_cache.pop((client_id, round), None)
         local = {k: v.detach().clone() for k, v in after.items()}
@@ -445,10 +466,12 @@ class FLAYER(_Tracked, Algorithm):
             # as-released: the masks are written into the client's own model, so the
             # local model kept for Eq. 2 is theta * M (A_l above is taken before masking:
             # our reading of the order)
-            for k in self.pkeys:
-                m = self._mask(k, after[k] - start[k])
+            masks = {k: self._mask(k, after[k] - start[k]) for k in self.pkeys}
+            for k, m in masks.items():
                 if m is not None:
                     local[k] = local[k] * m
+            # upload takes the same masks (the same change), not computed twice
+            self._masks[(client_id, round)] = (start, after, masks)
         return {"local": local, "a_local": acc}
 
     def _mask(self, k: str, change: torch.Tensor) -> Optional[torch.Tensor]:
@@ -468,8 +491,11 @@ class FLAYER(_Tracked, Algorithm):
         """Eq. 9: theta * M for every parameter tensor; buffers go up unmasked (the paper
         does not mention BatchNorm statistics; our choice)."""
         state, mask = dict(after), {}
+        kept = self._masks.pop((client_id, round), None)
+        if kept is not None and (kept[0] is not before or kept[1] is not after):
+            kept = None  # another pair of states: compute afresh
         for k in self.pkeys:
-            m = self._mask(k, after[k] - before[k])
+            m = kept[2][k] if kept is not None else self._mask(k, after[k] - before[k])
             if m is None:
                 continue
             state[k] = after[k] * m

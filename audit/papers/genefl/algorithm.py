@@ -376,6 +376,11 @@ class GeneFL(Algorithm):
                 context["w/" + k] * d2).sum()
         return tot
 
+    def regularizer_grad(self, params, context):
+        # the gradient of the two terms above, written out (it acts on stacked clients)
+        return {k: (p - context["a/" + k]) * (self.lam_gen + self.lam_elg * context["w/" + k])
+                for k, p in params.items()}
+
     def upload(self, before, after, client_id, round, n_samples):
         # Algorithm 1 lines 9-13: score every layer against the received model, keep gamma
         cos = layer_cosines(after, before, self.layers)

@@ -48,7 +48,9 @@ import torch
 from torch.func import functional_call
 
 from audit.fl.engine import FedBN
+from audit.fl.evaluation import evaluate_many
 from audit.fl.models import middle_layers, weight_layers
+from audit.fl.training import grouped_chain
 
 __all__ = [
     "FedBNProbe", "Schedule", "build_clients", "dataset", "gaussian_noise", "grad_sensitivity",
@@ -239,6 +241,7 @@ class FedBNProbe(FedBN):
         self._prev: Optional[State] = None
         self._grads: list = []
         self._gen = None
+        self._chain = grouped_chain(model, config)  # the curve probe's grouped forward
 
     # -- local training: the freeze test --------------------------------------------------
     def param_lr_scale(self, params, client_id, round, epoch, last_grads):
@@ -257,15 +260,23 @@ class FedBNProbe(FedBN):
         """(train, test) personalised accuracy, each the mean over clients (``nanmean``,
         as the engine averages its personalised test accuracy). Eval mode: norm layers
         use their running statistics, so an image's output does not depend on the other
-        images in its batch; the clients' training and test images go through together,
-        all clients in one ``vmap`` call when their splits have equal sizes (the test
-        half equals the engine's evaluation; tested against the per-client loop)."""
+        images in its batch. Where the engine trains on the grouped chain, every
+        client's splits go through its eval-mode forward (``evaluate_many``); else the
+        clients' training and test images go through together, all clients in one
+        ``vmap`` call when their splits have equal sizes (the test half equals the
+        engine's evaluation; tested against the per-client loop)."""
         ids = sorted(self._client_states)
         if not ids:
             return float("nan"), float("nan")
         clients = [self.fed.clients[k] for k in ids]
         states = [self.personal_state(global_state, self._client_states[k], k, round)
                   for k in ids]
+        if hasattr(self._chain, "logits"):  # the engine's grouped chain, eval mode
+            tr, te = ([a for a, _ in evaluate_many(self.model, states, sets,
+                                                   chain=self._chain)]
+                      for sets in ([(c.x_train, c.y_train) for c in clients],
+                                   [(c.x_test, c.y_test) for c in clients]))
+            return float(np.nanmean(tr)), float(np.nanmean(te))
         was = self.model.training
         self.model.eval()
         with torch.no_grad():
