@@ -132,15 +132,24 @@ def machine_identity(device: str) -> dict:
 
 @functools.lru_cache(maxsize=None)
 def _machine_identity(device: str) -> tuple:
+    return (*_kernel_fields().items(), ("device", device_kind(device_name(device))))
+
+
+def _kernel_fields() -> dict:
+    """This process's :data:`KERNEL_FIELDS`, as :func:`environment` reports them."""
     import numpy
     import scipy
-    import torch
 
-    return (("python", platform.python_version()), ("torch", torch.__version__),
-            ("numpy", numpy.__version__), ("scipy", scipy.__version__),
-            ("cpu", cpu_identity()),
-            ("libc", " ".join(platform.libc_ver()).strip() or "unknown"),
-            ("device", device_kind(device_name(device))))
+    try:
+        import torch
+
+        torch_v = torch.__version__
+    except ImportError:  # pragma: no cover - torch is a hard dependency
+        torch_v = "absent"
+    return {"python": platform.python_version(), "torch": torch_v,
+            "numpy": numpy.__version__, "scipy": scipy.__version__,
+            "cpu": cpu_identity(),
+            "libc": " ".join(platform.libc_ver()).strip() or "unknown"}
 
 
 def environment(device: str, threads: int | None = None, backend: str = "local") -> dict:
@@ -153,27 +162,19 @@ def environment(device: str, threads: int | None = None, backend: str = "local")
     (:func:`_backend_text`: one after another in this process, in a local process pool,
     or on Ray; a parallel backend says how many torch threads each unit had, which can
     move the last digits of a float sum where a claim does not fix its own)."""
-    import numpy
-    import scipy
-
-    try:
-        import torch
-
-        torch_v = torch.__version__
-    except ImportError:  # pragma: no cover - torch is a hard dependency
-        torch_v = "absent"
     if threads is None:
         threads = torch_threads()
+    k = _kernel_fields()
     return {
-        "python": platform.python_version(),
-        "torch": torch_v,
-        "numpy": numpy.__version__,
-        "scipy": scipy.__version__,
+        "python": k["python"],
+        "torch": k["torch"],
+        "numpy": k["numpy"],
+        "scipy": k["scipy"],
         "audit": audit.__version__,
         "code_version": code_version(),
         "device": device_name(device),
-        "cpu": cpu_identity(),
-        "libc": " ".join(platform.libc_ver()).strip() or "unknown",
+        "cpu": k["cpu"],
+        "libc": k["libc"],
         "torch_threads": threads,
         "backend": backend,
         "platform": platform.platform(),

@@ -62,8 +62,9 @@ paths; 0: no training, ``after`` is the start state); ``upload`` returning None 
 the client's message. An algorithm that overrides ``update_client_state_batch`` gets
 the round's updates in one call (all clients), then the uploads client by client.
 With the grouped chain (``batched_path`` "chain"), the per-client personal evaluation
-runs a chunk of clients at a time through one grouped forward (``evaluate_many``). With every hook at its default a run is the same, bit for bit, as
-before these hooks existed (tested).
+runs a chunk of clients at a time through one grouped forward (``evaluate_many``).
+With every hook at its default a run is the same, bit for bit, as before these hooks
+existed (tested).
 
 Local training is SGD as in ``torch.optim.SGD`` (dampening 0, no Nesterov):
 g <- grad + wd * w; b <- momentum * b + g (b starts at 0, so b_1 = g_1); w <- w - lr * s * b,
