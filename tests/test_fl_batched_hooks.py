@@ -3,7 +3,6 @@ module's eval forward, evaluate_many against evaluate, update_client_state_batch
 call a round, FLAYER's answers equal its client-by-client ones), the written-out
 regularizer gradients against vmap, and the subclass guard of every batched hook."""
 
-import dataclasses
 
 import numpy as np
 import pytest
@@ -16,7 +15,7 @@ from audit.fl.evaluation import evaluate, evaluate_many
 from audit.fl.grouped import compile_chain
 from audit.fl.hooks import Algorithm, ClientUpdate, FedProx, batched_override
 from audit.fl.models import build_model
-from audit.papers.flayer.algorithm import FLAYER, SERVER_RULES, Options, make_algorithm
+from audit.papers.flayer.algorithm import FLAYER, SERVER_RULES, make_algorithm
 from audit.papers.genefl.algorithm import GeneFL
 
 
@@ -152,16 +151,17 @@ def test_update_client_state_batch_is_asked_once_a_round_for_every_client():
         assert torch.equal(a.final_state[k], b.final_state[k])
 
 
-@pytest.mark.parametrize("released", [False, True])
-def test_flayer_batched_update_answers_as_the_client_by_client_one(released):
+@pytest.mark.parametrize("arm", ["literal", "as-released"])
+def test_flayer_batched_update_answers_as_the_client_by_client_one(arm):
     model = build_model("vgg", 4, 1, 4, width=0.25, norm="bn")
     fed = _fed()
     cfg = FLConfig(rounds=1)
-    one, many = (FLAYER(SERVER_RULES["literal"], Options(released=released))
-                 for _ in range(2))
-    one.setup(model, fed, cfg)
-    many.setup(model, fed, cfg)
+    one, many, fresh = (make_algorithm(arm) for _ in range(3))
+    for alg in (one, many, fresh):
+        alg.setup(model, fed, cfg)
     assert many._chain is not None
+    write_back = arm == "as-released"
+    assert many.opt.write_back == write_back
     starts = _states(model, fed.n_clients, seed=2)
     afters = _states(model, fed.n_clients, seed=3)
     cs = [one.init_client_state(k, starts[k]) for k in range(fed.n_clients)]
@@ -175,15 +175,87 @@ def test_flayer_batched_update_answers_as_the_client_by_client_one(released):
         assert g["local"].keys() == w["local"].keys()
         for k in w["local"]:
             assert torch.equal(g["local"][k], w["local"][k]), k
-    # the uploads: the write-back masks kept by the update are the ones upload computes
+    # as released, the write-back masks are kept for upload: the uploads equal those of
+    # an instance that computes its masks afresh (no update before)
+    assert len(many._masks) == (fed.n_clients if write_back else 0)
     for k in range(fed.n_clients):
         a = many.upload(starts[k], afters[k], k, 1, 10)
-        b = one.upload(starts[k], afters[k], k, 1, 10)
-        assert a.mask.keys() == b.mask.keys()
+        b = fresh.upload(starts[k], afters[k], k, 1, 10)
+        assert a.mask.keys() == b.mask.keys() and a.mask
         for key in a.mask:
             assert torch.equal(a.mask[key], b.mask[key]), key
             assert torch.equal(a.state[key], b.state[key]), key
-    assert not many._masks and not one._masks  # each upload took its kept masks
+    assert not many._masks  # each upload took its kept masks
+
+
+def test_flayer_kept_masks_do_not_pile_up_when_uploads_are_dropped():
+    class Dropping(FLAYER):
+        def upload(self, before, after, client_id, round, n_samples):
+            if client_id % 2:
+                return None  # a straggler: FLAYER's upload never runs
+            return super().upload(before, after, client_id, round, n_samples)
+
+    base = make_algorithm("as-released")
+    alg = Dropping(base.rule, base.opt, name="as-released")
+    fed = _fed(n_clients=4)
+    cfg = FLConfig(rounds=4, batch_size=8, lr=0.05, layer_metrics=False)
+    run_federated(lambda: build_model("cnn", 4, 1, 4, width=0.25), fed, alg, cfg)
+    assert {r for _, r in alg._masks} <= {4}  # only the last round's, never earlier ones
+    assert len(alg._masks) <= 2
+
+
+def test_a_short_batched_answer_is_refused():
+    class Short(Algorithm):
+        def update_client_state_batch(self, updates, round):
+            return super().update_client_state_batch(updates, round)[:-1]
+
+    fed = _fed(n_clients=3)
+    with pytest.raises(ValueError, match="answered 2 updates of 3"):
+        run_federated(lambda: build_model("cnn", 4, 1, 4, width=0.25), fed, Short(),
+                      FLConfig(rounds=1, batch_size=8, layer_metrics=False))
+
+
+@pytest.mark.parametrize("name, kw", MODELS[:2])
+def test_evaluate_many_does_not_depend_on_which_clients_share_a_forward(name, kw):
+    """Bitwise on the reference CNN; on VGG up to the grouped convolution's last bit (it
+    blocks by the total channel count on the CPU): the sums themselves are per client."""
+    model = build_model(name, 4, 1, 4, **kw)
+    chain = compile_chain(model)
+    exact = name == "cnn"
+
+    def same(a, b):
+        if exact:
+            return a == b
+        return all(x[0] == y[0] and x[1] == pytest.approx(y[1], rel=1e-6)
+                   for x, y in zip(a, b)) and len(a) == len(b)
+    fed = _fed(n_clients=8)
+    states = _states(model, 8, seed=6)
+    sets = [(c.x_test, c.y_test) for c in fed.clients]
+    base = evaluate_many(model, states, sets, 1024, chain, chunk=100)
+    for bs, chunk in ((1024, 3), (7, 100), (7, 2)):
+        got = evaluate_many(model, states, sets, bs, chain, chunk)
+        alone = [evaluate_many(model, states[i:i + 2], sets[i:i + 2], bs, chain)
+                 for i in range(0, 8, 2)]
+        ref = evaluate_many(model, states, sets, bs, chain, chunk=100)
+        assert same(got, ref) and same(ref, [r for pair in alone for r in pair])
+        assert [a for a, _ in got] == [a for a, _ in base]  # the loss sums by bs
+
+
+def test_larger_inputs_take_the_loop():
+    from audit.fl.evaluation import GROUPED_EVAL_MAX_INPUT
+
+    model = build_model("cnn", 4, 3, 16, width=0.25)  # 768 values a sample
+    assert 3 * 16 * 16 > GROUPED_EVAL_MAX_INPUT
+    states = _states(model, 3)
+    g = torch.Generator().manual_seed(0)
+    sets = [(torch.randn(5, 3, 16, 16, generator=g), torch.randint(0, 4, (5,), generator=g))
+            for _ in range(3)]
+
+    class Boom:
+        def logits(self, *a):
+            raise AssertionError("the grouped forward ran")
+    want = [evaluate(model, s, x, y) for s, (x, y) in zip(states, sets)]
+    assert evaluate_many(model, states, sets, chain=Boom()) == want
 
 
 def test_flayer_runs_alike_with_and_without_the_batched_update():
@@ -245,6 +317,22 @@ def test_batched_overrides_give_way_to_a_newer_one_client_rule():
     assert batched_override(NewProx(0.1), "regularizer", "regularizer_grad") is None
     assert batched_override(Algorithm(), "regularizer", "regularizer_grad") is None
     assert batched_override(Algorithm(), "update_client_state",
+                            "update_client_state_batch") is None
+    class L1:  # a mixin with a newer rule, before FedProx in the resolution order
+        def regularizer(self, params, context):
+            return sum((params[k] - context[k]).abs().sum() for k in params)
+
+    class Mixed(L1, FedProx):
+        pass
+    assert batched_override(Mixed(0.1), "regularizer", "regularizer_grad") is None
+
+    class KeepAll:
+        def update_client_state(self, client_state, start, after, client_id, round):
+            return dict(after)
+
+    class MixedFlayer(KeepAll, FLAYER):
+        pass
+    assert batched_override(MixedFlayer(SERVER_RULES["literal"]), "update_client_state",
                             "update_client_state_batch") is None
     flayer = FLAYER(SERVER_RULES["literal"])
     assert batched_override(flayer, "update_client_state", "update_client_state_batch") \

@@ -80,3 +80,9 @@ def test_only_the_plain_language_model_takes_the_stacked_path():
     class Sub(type(lm)):
         pass
     assert compile_stacked(Sub(9, d_model=8, n_heads=2, n_layers=1, max_len=4)) is None
+    tied = build_lm(vocab_size=9, max_len=4, d_model=8, n_heads=2, n_layers=1)
+    tied.head.weight = tied.tok_emb.weight  # weight tying: vmap handles it, not this path
+    assert compile_stacked(tied) is None
+    swapped = build_lm(vocab_size=9, max_len=4, d_model=8, n_heads=2, n_layers=1)
+    swapped.blocks[0].mlp.fc1 = torch.nn.Linear(8, 32, bias=False)
+    assert compile_stacked(swapped) is None

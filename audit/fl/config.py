@@ -40,9 +40,13 @@ class FLConfig:
         client_chunk: at most this many clients per vmap call in the batched path
             (bounds memory for large models or many clients). None: the device's
             default, :data:`CPU_CLIENT_CHUNK` (100) on the CPU and no limit elsewhere;
-            0: no limit. Chunks never change a number: each client's arithmetic does not
-            depend on how many others share its call (bitwise the same at 30, 50 and 200
-            clients in chunks of 20; tests/test_fl_bench.py). Measured on the CPU, one
+            0: no limit. On ``vmap`` and on the grouped chain of the reference CNN a
+            chunk changes no number: each client's arithmetic does not depend on how
+            many others share its call (bitwise the same at 30, 50 and 200 clients in
+            chunks of 20; tests/test_fl_bench.py). On the chain of other models (VGG,
+            cnn2) the CPU's grouped convolution can block by the total channel count,
+            so a chunk moves the last bit of a logit (about 5e-8) and a run's numbers
+            as rounding does; the claims never set it. Measured on the CPU, one
             round of the reference CNN at one thread (load 8 on 2 cores, two runs each):
             1000 clients of 72 samples 34-35 s without a limit, 23-25 s in chunks of 20,
             19-25 s in chunks of 100; 200 clients 5.7 s, 5.5 s and 5.3-5.4 s. At 30

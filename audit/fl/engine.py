@@ -300,9 +300,12 @@ def _run(model_fn, fed: FederatedData, alg: Algorithm, cfg: FLConfig, reference_
                       for s, k in zip(starts, ids)]
         uploads, senders = [], []
         if update_batch is not None:  # the round's updates in one call, then the uploads
-            for k, st in zip(ids, update_batch(
-                    [ClientUpdate(client_states[k], s, a, k)
-                     for k, s, a in zip(ids, starts, afters)], r)):
+            new = list(update_batch([ClientUpdate(client_states[k], s, a, k)
+                                     for k, s, a in zip(ids, starts, afters)], r))
+            if len(new) != len(ids):
+                raise ValueError(f"{type(alg).__name__}.update_client_state_batch answered "
+                                 f"{len(new)} updates of {len(ids)}")
+            for k, st in zip(ids, new):
                 client_states[k] = st
         for k, s, a in zip(ids, starts, afters):
             if update_batch is None:

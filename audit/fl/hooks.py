@@ -42,13 +42,14 @@ class ClientUpdate(NamedTuple):
 
 def batched_override(alg: "Algorithm", single: str, batch: str):
     """``alg``'s own override of the batched hook ``batch`` (bound), or None: where the
-    class keeps :class:`Algorithm`'s default, or where a subclass overrides the
-    one-client hook ``single`` below the class whose batched override it inherits
-    (that override answers for its own class's rule, not the newer one)."""
+    class keeps :class:`Algorithm`'s default, or where the one-client hook ``single`` it
+    uses comes from a class before the one whose batched override it uses, in the
+    method resolution order (a subclass or a mixin with a newer rule: the batched
+    override answers for its own class's rule, not the newer one)."""
     mro = type(alg).__mro__
     one = next(c for c in mro if single in vars(c))
     many = next(c for c in mro if batch in vars(c))
-    if many is Algorithm or (one is not many and issubclass(one, many)):
+    if many is Algorithm or mro.index(one) < mro.index(many):
         return None
     return getattr(alg, batch)
 

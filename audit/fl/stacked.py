@@ -27,19 +27,39 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from .models import TinyTransformerLM
+from .models import MLP, Block, CausalSelfAttention, TinyTransformerLM
 
 __all__ = ["StackedLM", "compile_stacked"]
 
 
 def compile_stacked(model: nn.Module) -> Optional["StackedLM"]:
-    """A :class:`StackedLM` for ``model`` when it is a :class:`TinyTransformerLM` (exactly
-    that class, no dropout, no buffers), else None."""
+    """A :class:`StackedLM` for ``model`` when it is a :class:`TinyTransformerLM` as
+    built (exactly these classes for it and its blocks' modules, every parameter its
+    own, none tied, no dropout, no buffers), else None: anything else keeps ``vmap``."""
     if type(model) is not TinyTransformerLM:
         return None
+    kinds = {"tok_emb": nn.Embedding, "pos_emb": nn.Embedding, "ln_f": nn.LayerNorm,
+             "head": nn.Linear, "blocks": nn.Sequential}
+    if any(type(getattr(model, k, None)) is not t for k, t in kinds.items()):
+        return None
+    parts = {"ln1": nn.LayerNorm, "ln2": nn.LayerNorm, "attn": CausalSelfAttention,
+             "mlp": MLP, "attn.qkv": nn.Linear, "attn.proj": nn.Linear,
+             "mlp.fc1": nn.Linear, "mlp.fc2": nn.Linear}
+    for b in model.blocks:
+        if type(b) is not Block or any(type(b.get_submodule(k)) is not t
+                                       for k, t in parts.items()):
+            return None
     if any(isinstance(m, nn.modules.dropout._DropoutNd) and m.p > 0 for m in model.modules()):
         return None
     if any(True for _ in model.named_buffers()):
+        return None
+    names = [n for n, _ in model.named_parameters(remove_duplicate=False)]
+    if len(set(names)) != len(names) or \
+            len({id(p) for p in model.parameters()}) != len(names):
+        return None  # a parameter shared between two places (tied weights)
+    if any(m.bias is None for m in model.modules() if isinstance(m, nn.Linear)) or \
+            any(not m.elementwise_affine or m.bias is None
+                for m in model.modules() if isinstance(m, nn.LayerNorm)):
         return None
     return StackedLM(model)
 

@@ -454,7 +454,7 @@ class FLAYER(_Tracked, Algorithm):
         grouped evaluation where the engine trains on the grouped chain."""
         res = evaluate_many(self.model, [u.after for u in updates],
                             [self._acc_split(u.client_id) for u in updates],
-                            chain=self._chain)
+                            chain=self._chain, chunk=self.cfg.client_chunk or len(updates))
         return [self._keep(u.start, u.after, u.client_id, round, acc)
                 for u, (acc, _) in zip(updates, res)]
 
@@ -470,7 +470,10 @@ class FLAYER(_Tracked, Algorithm):
             for k, m in masks.items():
                 if m is not None:
                     local[k] = local[k] * m
-            # upload takes the same masks (the same change), not computed twice
+            # upload takes the same masks (the same change), not computed twice; entries
+            # of earlier rounds (an upload that never came: a dropped client) go
+            if any(r != round for _, r in self._masks):
+                self._masks = {key: v for key, v in self._masks.items() if key[1] == round}
             self._masks[(client_id, round)] = (start, after, masks)
         return {"local": local, "a_local": acc}
 

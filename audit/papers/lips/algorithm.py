@@ -272,8 +272,9 @@ class FedBNProbe(FedBN):
         states = [self.personal_state(global_state, self._client_states[k], k, round)
                   for k in ids]
         if hasattr(self._chain, "logits"):  # the engine's grouped chain, eval mode
+            chunk = self.config.client_chunk or len(states)
             tr, te = ([a for a, _ in evaluate_many(self.model, states, sets,
-                                                   chain=self._chain)]
+                                                   chain=self._chain, chunk=chunk)]
                       for sets in ([(c.x_train, c.y_train) for c in clients],
                                    [(c.x_test, c.y_test) for c in clients]))
             return float(np.nanmean(tr)), float(np.nanmean(te))
