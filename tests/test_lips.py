@@ -204,6 +204,31 @@ def test_build_clients_sizes_skew_and_determinism():
     assert np.mean(n_classes) < 4
 
 
+def test_a_class_missing_from_a_split_is_a_clear_error():
+    """A partial copy of the data (a class with no test images, or too few training
+    images for a client's training and validation draws) is one AuditError naming the
+    class and split, not numpy's error from an empty choice; n_val = 0 is allowed."""
+    import dataclasses
+
+    from audit.errors import AuditError
+    from audit.papers.lips.algorithm import build_clients
+
+    ds = synthetic_classification(seed=1, n=600, num_classes=3, shape=(1, 8, 8))
+    cfg = {"n_clients": 6, "n_train": 20, "n_val": 0, "n_test": 10, "alpha": 5.0}
+    fed = build_clients(ds, cfg, seed=0)
+    assert all(len(c.y_val) == 0 and len(c.y_train) == 20 for c in fed.clients)
+    keep = ds.y_test != 2  # class 2 gone from the test split
+    ds = dataclasses.replace(ds, x_test=ds.x_test[keep], y_test=ds.y_test[keep])
+    with pytest.raises(AuditError, match="class 2 has no test images"):
+        build_clients(ds, cfg, seed=0)
+    ds = synthetic_classification(seed=1, n=600, num_classes=3, shape=(1, 8, 8))
+    keep = torch.ones(len(ds.y_train), dtype=torch.bool)
+    keep[torch.nonzero(ds.y_train == 1).flatten()[2:]] = False  # two training images of class 1
+    ds = dataclasses.replace(ds, x_train=ds.x_train[keep], y_train=ds.y_train[keep])
+    with pytest.raises(AuditError, match="class 1 has no training images left"):
+        build_clients(ds, {**cfg, "n_val": 10}, seed=0)
+
+
 def test_paper_scale_without_data_is_a_clear_error(tmp_path):
     from audit.claims import AuditError, RunSpec
     from audit.papers.lips.dropout_control import CLAIM, run

@@ -134,9 +134,11 @@ def evaluate_many(model: nn.Module, states: Sequence[State],
     ``model``) and small inputs (:data:`GROUPED_EVAL_MAX_INPUT`), up to ``chunk`` clients
     go through one grouped eval-mode forward (:meth:`~audit.fl.grouped.Chain.logits`)
     :data:`GROUPED_EVAL_STEP` samples a client at a time, the clients with samples left
-    at each step only; each client's loss is then summed as :func:`evaluate` sums it (float32 sums of
-    ``batch_size`` samples, added in float64), so a number does not depend on which or
-    how many clients share a forward. Without a chain (or with a program that has no
+    at each step only; each client's loss is then summed as :func:`evaluate` sums it
+    (float32 sums of ``batch_size`` samples, added in float64). On the reference CNN a
+    number then does not depend on which or how many clients share a forward (tested);
+    where a grouped convolution's kernel blocks by the group count (VGG's), that count
+    can move the last bit of a logit. Without a chain (or with a program that has no
     ``logits``), for larger inputs, for one non-empty set, or for a language model's
     targets, the plain loop."""
     if len(states) != len(sets):

@@ -34,9 +34,9 @@ mode for :meth:`Chain.logits` (the clients' evaluation in one call).
 Backward is written out per layer with the kernels autograd itself would call
 (``convolution_backward``, ``native_batch_norm_backward``, ``threshold_backward``,
 ``max_pool2d_with_indices_backward``, ``native_dropout_backward``, ``bmm``). The loss is
-the engine's: client k's cross-entropy averaged over its real samples (per-sample weights ``w``, 0 for padding), summed over
-clients, so each client's gradient is its own. Tests compare every gradient with
-``torch.func.grad`` of the module itself.
+the engine's: client k's cross-entropy averaged over its real samples (per-sample weights
+``w``, 0 for padding), summed over clients, so each client's gradient is its own. Tests
+compare every gradient with ``torch.func.grad`` of the module itself.
 """
 
 from __future__ import annotations
