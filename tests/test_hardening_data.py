@@ -104,6 +104,16 @@ def test_real_format_pickles_still_load(tmp_path):
                  r"\[0, 255\]", id="pixel-range"),
     pytest.param({b"data": np.array([["a"] * 3072] * 2), b"fine_labels": [0, 1]},
                  "numbers", id="pixel-strings"),
+    # torchvision's CIFAR .data (N x 32 x 32 x 3, channels last) pickled again: its size
+    # passes, and read as planes it would scramble every image
+    pytest.param({b"data": np.zeros((2, 32, 32, 3), np.uint8), b"fine_labels": [0, 1]},
+                 "channels last", id="channels-last"),
+    # a label far outside the range is reported as it is, not as the int64 cast's wrap
+    pytest.param({b"data": np.zeros((2, 3072), np.uint8), b"fine_labels": [0.0, 1e300]},
+                 r"\[0.0, 1e\+300\]", id="label-huge"),
+    pytest.param({b"data": np.zeros((2, 3072), np.uint8),
+                  b"fine_labels": np.array([0, 2**64 - 1], np.uint64)},
+                 r"\[0, 18446744073709551615\]", id="label-uint64"),
 ])
 def test_malformed_cifar_content_is_one_line_naming_the_file(tmp_path, content, message):
     root = _cifar100(tmp_path, content)
@@ -194,6 +204,9 @@ def _tiny(root, val_line="val_0.JPEG\tn02\t0\t0\t63\t63\n", val_size=64, wnids="
     pytest.param({"val_line": ""}, "no validation image", "val/val_annotations.txt",
                  id="no-val"),
     pytest.param({"wnids": "n01\nn01\n"}, "distinct", "wnids.txt", id="repeated-wnid"),
+    # spaces instead of tabs: refused, where the line used to be skipped without a word
+    pytest.param({"val_line": "val_0.JPEG n02 0 0 63 63\n"}, "not tab-separated",
+                 "val/val_annotations.txt", id="spaces-not-tabs"),
 ])
 def test_malformed_tiny_imagenet_is_one_line_naming_the_file(tmp_path, kw, message, file):
     base = _tiny(tmp_path, **kw)
@@ -208,6 +221,35 @@ def test_a_tiny_imagenet_file_that_is_not_an_image(tmp_path):
     with pytest.raises(D.DatasetInvalid, match="cannot read image") as err:
         D.load_tiny_imagenet(tmp_path)
     _one_line_naming(err, base / "train" / "n01" / "images" / "n01_0.JPEG")
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="needs FIFOs")
+@pytest.mark.parametrize("which", ["train/n01/images/n01_0.JPEG", "wnids.txt"])
+def test_a_fifo_in_tiny_imagenet_is_refused_not_waited_on(tmp_path, which):
+    """Reading a FIFO blocks until a writer comes; the loader must refuse it at once.
+    The load runs in a thread, so a regression fails the test instead of hanging it."""
+    import threading
+
+    base = _tiny(tmp_path)
+    (base / which).unlink()
+    os.mkfifo(base / which)
+    out = {}
+
+    def load():
+        try:
+            D.load_tiny_imagenet(tmp_path)
+        except Exception as exc:  # noqa: BLE001 (what it raised is the result)
+            out["exc"] = exc
+
+    t = threading.Thread(target=load, daemon=True)
+    t.start()
+    t.join(20)
+    if t.is_alive():  # unblock the reader so the thread can end
+        with open(base / which, "wb"):
+            pass
+        pytest.fail(f"the loader waited on a FIFO ({which})")
+    assert isinstance(out.get("exc"), D.DatasetInvalid), out
+    assert "not a regular file" in str(out["exc"]) and "\n" not in str(out["exc"])
 
 
 # ------------------------------------------------------------------------------ PTB
@@ -245,3 +287,19 @@ def test_fingerprint_follows_content_not_location(tmp_path, monkeypatch):
     assert D.data_fingerprint(cfg, None) == {}
     monkeypatch.setenv("AUDIT_DATA", str(b))  # the loaders' fallback directory counts too
     assert D.data_fingerprint(cfg, None) == fb
+
+
+# ----------------------------------------------------------------------- partitions
+def test_a_split_the_data_cannot_give_is_one_audit_error():
+    """Too few samples for the clients asked for: an AuditError (one line at the CLI),
+    still a ValueError; the hopeless Dirichlet search ends in the same error."""
+    rng = np.random.default_rng(0)
+    with pytest.raises(D.PartitionError, match="cannot give 5 clients 10 samples each "
+                                               "from 40") as err:
+        D.dirichlet_partition(np.arange(40) % 4, 5, 0.1, rng)
+    assert isinstance(err.value, AuditError) and isinstance(err.value, ValueError)
+    with pytest.raises(D.PartitionError, match="in 50 tries"):  # one class: cuts of 12
+        D.dirichlet_partition(np.zeros(60), 5, 0.5, rng, min_size=12, max_tries=50)
+    ds = D.load_digits(seed=0)
+    with pytest.raises(D.PartitionError, match="no training samples left"):
+        D.make_federated(ds, [np.arange(10), np.arange(0)], 0.0, 0.5, rng)

@@ -84,3 +84,42 @@ def test_genefl_simulated_run_at_paper_scale_reads_a_local_cifar10(tmp_path):
     out = claim.run(RunSpec("simulated-run"), ctx)
     assert out["n_layers"] > 1 and len(out["clusters"]) == 2
     assert all(c["comm_up_per_round"][0] > 0 for c in out["clusters"])
+
+
+def test_genefl_on_a_partial_cifar10_names_the_classes_that_fall_short(tmp_path):
+    """A copy without the agnostic classes (7-9 here) cannot give the agnostic clients
+    their images: one AuditError naming both pools, not a ValueError from deep in the
+    split (through the CLI on the local backend it was a traceback)."""
+    from audit import claims
+    from audit.claims import AuditError, RunSpec
+    from audit.runner import make_context
+
+    root = tmp_path / "data"
+    write_cifar10(root)
+    rng = np.random.default_rng(1)
+    for p in (root / "cifar-10-batches-py").iterdir():  # labels 0..6 only
+        with open(p, "rb") as fh:
+            d = pickle.load(fh)
+        d[b"labels"] = rng.integers(0, 7, len(d[b"labels"])).tolist()
+        with open(p, "wb") as fh:
+            pickle.dump(d, fh)
+    claim = claims.get("genefl-uplink-bytes")
+    sim = {**claim.scales["paper"]["sim"], "model": "cnn2", "rounds": 1}
+    ctx = make_context(claim, "paper", data_dir=str(root), overrides={"sim": sim})
+    with pytest.raises(AuditError, match=r"0 of the agnostic classes") as err:
+        claim.run(RunSpec("simulated-run"), ctx)
+    assert "\n" not in str(err.value) and "training images of the known classes" in \
+        str(err.value)
+
+
+def test_fedtlu_with_fewer_ptb_windows_than_clients_says_so(tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("AUDIT_CACHE", str(tmp_path / "cache"))
+    words = " ".join(f"w{i % 7}" for i in range(40))
+    for s in ("train", "valid", "test"):
+        (tmp_path / f"ptb.{s}.txt").write_text((words + "\n") * 4)
+    argv = ["run", "fedtlu-lower-bound", "--scale", "paper", "--data-dir", str(tmp_path),
+            "--seed-list", "0,1", "--set", "rounds=1", "--out", str(tmp_path / "r"),
+            "--quiet", "--no-eta", "--backend", "local"]
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "training windows" in err[0] and "10 clients" in err[0], err

@@ -121,6 +121,12 @@ class DatasetInvalid(DatasetNotFound):
     names the file; a :class:`DatasetNotFound`, so callers that catch that catch this."""
 
 
+class PartitionError(AuditError, ValueError):
+    """A split the data cannot give: too few samples for the clients asked for (a small
+    or partial local copy, or a ``--set`` that asks for more clients). An AuditError, so
+    the CLI prints one line; a ValueError, as these errors were before."""
+
+
 class DatasetOptionError(AuditError):
     """A dataset was asked for with an option its loader does not take (``load_dataset``'s
     keywords, e.g. a claim's ``--set dataset_kw={...}``). One line naming the option and
@@ -283,7 +289,8 @@ def dirichlet_partition(labels, n_clients: int, alpha: float, rng: np.random.Gen
     y = _as_labels(labels)
     n = len(y)
     if n_clients * min_size > n:
-        raise ValueError(f"cannot give {n_clients} clients {min_size} samples each from {n}")
+        raise PartitionError(f"cannot give {n_clients} clients {min_size} samples each "
+                             f"from {n}")
     classes = np.unique(y)
     for _ in range(max_tries):
         parts: list[list[int]] = [[] for _ in range(n_clients)]
@@ -298,7 +305,9 @@ def dirichlet_partition(labels, n_clients: int, alpha: float, rng: np.random.Gen
                 parts[k].extend(chunk.tolist())
         if min(len(q) for q in parts) >= min_size:
             return [np.sort(np.asarray(q, dtype=np.int64)) for q in parts]
-    raise RuntimeError(f"no Dirichlet({alpha}) draw met min_size={min_size} in {max_tries} tries")
+    raise PartitionError(f"no Dirichlet({alpha}) draw gave each of {n_clients} clients "
+                         f"{min_size} samples from {n} in {max_tries} tries (too few samples "
+                         f"for this many clients)")
 
 
 def dirichlet_fixed_size_partition(labels, n_clients: int, n_per_client: int, alpha: float,
@@ -364,7 +373,10 @@ def make_federated(dataset: Dataset, partition: Sequence[np.ndarray], val_fracti
         n_va = int(np.floor(len(idx) * val_fraction))
         te, va, tr = idx[:n_te], idx[n_te:n_te + n_va], idx[n_te + n_va:]
         if len(tr) == 0:
-            raise ValueError("a client has no training samples left")
+            raise PartitionError(f"a client has no training samples left ({len(idx)} "
+                                 f"samples, {n_te} to test and {n_va} to validation; "
+                                 f"{sum(len(p) for p in partition)} samples over "
+                                 f"{len(partition)} clients)")
         t = torch.from_numpy
         xs, ys = dataset.x_train, dataset.y_train
         clients.append(ClientData(xs[t(tr)], ys[t(tr)], xs[t(va)], ys[t(va)],
@@ -488,11 +500,12 @@ def _check_labels(labels, n: int, num_classes: int, name: str, path: Path,
                                    f"{y.dtype} of shape {y.shape}")
     if len(y) != n:
         raise _invalid(name, path, f"{len(y)} labels for {n} samples")
-    y = y.astype(np.int64)
-    if n and (y.min() < low or y.max() >= num_classes):
-        raise _invalid(name, path, f"labels range over [{y.min()}, {y.max()}], outside "
-                                   f"[{low}, {num_classes - 1}]")
-    return y
+    if n:  # before the cast, which would wrap or saturate a far-off label
+        lo_v, hi_v = y.min(), y.max()
+        if lo_v < low or hi_v >= num_classes:
+            raise _invalid(name, path, f"labels range over [{lo_v}, {hi_v}], outside "
+                                       f"[{low}, {num_classes - 1}]")
+    return y.astype(np.int64)
 
 
 def _check_pixels(x, name: str, path: Path) -> np.ndarray:
@@ -524,6 +537,11 @@ def _cifar_arrays(files: Sequence[Path], label_key: bytes, num_classes: int, nam
             shape = getattr(x, "shape", type(x).__name__)
             raise _invalid(name, p, f"b'data' must be an N x 3072 array (N >= 1), got "
                                     f"{shape}")
+        if x.shape[1:] not in ((3072,), (3, 32, 32)):  # N x 32 x 32 x 3 would be scrambled
+            raise _invalid(name, p, f"b'data' must be N x 3072 (each row the red, green "
+                                    f"and blue planes) or N x 3 x 32 x 32, got "
+                                    f"{tuple(x.shape)} (torchvision's .data is N x 32 x "
+                                    f"32 x 3: channels last)")
         x = _check_pixels(x, name, p).reshape(-1, 3, 32, 32)
         xs.append(x)
         ys.append(_check_labels(d[label_key], len(x), num_classes, name, p))
@@ -582,8 +600,14 @@ def _read_image(path: Path, name: str = "tinyimagenet", size: int = 64) -> np.nd
     """One RGB image of ``size`` x ``size`` pixels; anything else is one error line."""
     from PIL import Image
 
+    from audit.safeio import open_regular
+
     try:
-        with Image.open(path) as im:
+        fh = open_regular(path, "data file")  # a FIFO or device: refused, never a hang
+    except AuditError as e:
+        raise _invalid(name, path, f"cannot read image ({e})") from None
+    try:
+        with fh, Image.open(fh) as im:
             if im.size != (size, size):
                 raise ValueError(f"image is {im.size[0]} x {im.size[1]}, not {size} x {size}")
             return np.asarray(im.convert("RGB"), dtype=np.uint8)
@@ -592,10 +616,14 @@ def _read_image(path: Path, name: str = "tinyimagenet", size: int = 64) -> np.nd
 
 
 def _read_text(path: Path, name: str) -> str:
+    from audit.safeio import open_regular
+
     try:
-        return path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as e:
+        with open_regular(path, "data file") as fh:  # a FIFO or device: refused
+            text = fh.read().decode("utf-8")
+    except (AuditError, OSError, UnicodeDecodeError) as e:
         raise _invalid(name, path, f"cannot read text ({e})") from None
+    return text.replace("\r\n", "\n").replace("\r", "\n")  # as read_text's newlines
 
 
 def load_tiny_imagenet(root: str | os.PathLike | None = None) -> Dataset:
@@ -623,8 +651,11 @@ def load_tiny_imagenet(root: str | os.PathLike | None = None) -> Dataset:
     xv, yv = [], []
     for line in sorted(_read_text(ann, name).splitlines()):
         parts = line.split("\t")
-        if len(parts) < 2:
+        if not line.strip():
             continue
+        if len(parts) < 2:  # the real file: name, class, box, tab-separated
+            raise _invalid(name, ann, f"line {line[:80]!r} is not tab-separated "
+                                      f"(image name, class id, ...)")
         if parts[1] not in index:
             raise _invalid(name, ann, f"class {parts[1]!r} of {parts[0]!r} is not in "
                                       f"wnids.txt")

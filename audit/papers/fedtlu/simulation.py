@@ -50,6 +50,9 @@ def fl_data(cfg, seed: int, setting: str, data_dir: str | None):
     vf = float(cfg.get("val_fraction", 0.0))
     if not 0.0 <= vf < 1.0:
         raise AuditError(f"val_fraction must lie in [0, 1), not {vf}")
+    if len(ds.y_train) < int(cfg["n_clients"]):
+        raise AuditError(f"{ds.name}: {len(ds.y_train)} training windows of "
+                         f"{cfg['seq_len']} tokens for {cfg['n_clients']} clients")
     pools = fd.contiguous_partition(len(ds.y_train), cfg["n_clients"])
     cut = [len(p) - int(len(p) * vf) for p in pools]
     if min(cut) < 1:

@@ -202,14 +202,21 @@ def simulate(config: Mapping, seed: int, mode: str = "top", use_dim: bool = True
     ytr = ds.y_train.numpy()
     known_pool = np.flatnonzero(np.isin(ytr, c["known_classes"]))
     agn_pool = np.setdiff1d(np.flatnonzero(np.isin(ytr, c["agnostic_classes"])), known_pool)
-    if c.get("partition", "dirichlet") == "shard":
-        known_parts = D.shard_partition(ytr[known_pool], c["n_known"], c["shards"], rng)
-    else:
-        known_parts = D.dirichlet_partition(ytr[known_pool], c["n_known"], c["alpha"], rng,
-                                            min_size=c.get("min_size", 20))
-    agn_parts = D.dirichlet_partition(ytr[agn_pool], c["n_agnostic"], c["alpha"], rng,
-                                      min_size=c.get("agnostic_min_size", 20))
-    known = D.make_federated(ds, [known_pool[p] for p in known_parts], 0.0, 0.2, rng)
+    try:
+        if c.get("partition", "dirichlet") == "shard":
+            known_parts = D.shard_partition(ytr[known_pool], c["n_known"], c["shards"], rng)
+        else:
+            known_parts = D.dirichlet_partition(ytr[known_pool], c["n_known"], c["alpha"],
+                                                rng, min_size=c.get("min_size", 20))
+        agn_parts = D.dirichlet_partition(ytr[agn_pool], c["n_agnostic"], c["alpha"], rng,
+                                          min_size=c.get("agnostic_min_size", 20))
+        known = D.make_federated(ds, [known_pool[p] for p in known_parts], 0.0, 0.2, rng)
+    except D.PartitionError as e:  # a small or partial copy: say which classes fall short
+        raise D.PartitionError(
+            f"{ds.name}: {len(known_pool)} training images of the known classes "
+            f"{list(c['known_classes'])} for {c['n_known']} clients, {len(agn_pool)} of "
+            f"the agnostic classes {list(c['agnostic_classes'])} for {c['n_agnostic']}: "
+            f"{e}") from None
     # a copy of the generator (no draw) replays the agnostic splits for the holdout below
     split_rng = copy.deepcopy(rng) if val_frac > 0 else None
     agn = D.make_federated(ds, [agn_pool[p] for p in agn_parts], 0.0, AGNOSTIC_TEST_FRACTION,
