@@ -303,3 +303,16 @@ def test_a_split_the_data_cannot_give_is_one_audit_error():
     ds = D.load_digits(seed=0)
     with pytest.raises(D.PartitionError, match="no training samples left"):
         D.make_federated(ds, [np.arange(10), np.arange(0)], 0.0, 0.5, rng)
+
+
+def test_a_dirichlet_share_that_underflows_is_dealt_evenly_not_as_nan():
+    """With alpha ~ 0.01 a draw can put every open client's share at exactly 0 (float
+    underflow); the split then deals that class evenly among the open clients instead of
+    cutting at NaN (which gave the whole class to the last client, with a warning)."""
+    import warnings
+
+    y = np.repeat(np.arange(40), 30)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # the 0/0 was a RuntimeWarning
+        parts = D.dirichlet_partition(y, 5, 0.01, np.random.default_rng(0), min_size=1)
+    assert sorted(np.concatenate(parts).tolist()) == list(range(len(y)))
