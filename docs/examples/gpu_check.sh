@@ -1,0 +1,62 @@
+#!/usr/bin/env bash
+# One prepared GPU check, about 5 minutes on one NVIDIA H200 (2026-12-04: 274 s after
+# the machine started). Run from the repository root on a machine with CUDA, PyTorch,
+# numpy, scipy, statsmodels, scikit-learn, pytest and pytest-xdist; OUT is the folder
+# for the logs (default ./gpu-check). No dataset is needed: it writes random images in
+# CIFAR's real on-disk layouts at their real sizes, which is enough to time a
+# paper-scale round (the estimates time training, not accuracy).
+#
+#   1. the CUDA tests (tests/test_fl_cuda.py);
+#   2. `audit estimate` of FLAYER's and LIPS's paper scales at 10 seeds (two arms timed,
+#      the others take their mean);
+#   3. a smoke claim through the process pool on the GPU (4 workers);
+#   4. `audit bench --device cuda`.
+set -o pipefail
+OUT=${OUT:-gpu-check}
+mkdir -p "$OUT"
+export PYTHONUNBUFFERED=1 PYTHONPATH=$PWD AUDIT_CACHE=${AUDIT_CACHE:-/tmp/auditcache}
+DATA=${DATA:-/tmp/audit-random-cifar}
+T0=$(date +%s)
+el() { echo "[t=$(( $(date +%s) - T0 ))s] $*"; }
+
+{ nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv
+  python3 -c "import sys, torch; print(sys.version.split()[0], torch.__version__,
+torch.cuda.get_device_name())"; } 2>&1 | tee "$OUT/env.txt"
+
+el cuda-tests
+timeout 120 python3 -m pytest tests/test_fl_cuda.py -q -n 0 2>&1 | tee "$OUT/cuda_tests.txt"
+
+el random-images
+python3 - "$DATA" <<'PY'
+import pickle, sys
+from pathlib import Path
+import numpy as np
+
+root, rng = Path(sys.argv[1]), np.random.default_rng(0)
+layouts = {"cifar-100-python": [("train", 50000, b"fine_labels", 100),
+                                ("test", 10000, b"fine_labels", 100)],
+           "cifar-10-batches-py": [(f"data_batch_{i}", 10000, b"labels", 10)
+                                   for i in range(1, 6)]
+           + [("test_batch", 10000, b"labels", 10)]}
+for folder, files in layouts.items():
+    (root / folder).mkdir(parents=True, exist_ok=True)
+    for name, n, key, classes in files:
+        with open(root / folder / name, "wb") as fh:
+            pickle.dump({b"data": rng.integers(0, 256, (n, 3072), dtype=np.uint8),
+                         key: rng.integers(0, classes, n).tolist()}, fh)
+PY
+
+el estimate-flayer
+timeout 150 python3 -m audit estimate flayer-masked-zero --scale paper --device cuda \
+    --data-dir "$DATA" --seeds 10 --rounds 1,2 --arms literal,fedavg 2>&1 | tee "$OUT/est_flayer.txt"
+el estimate-lips
+timeout 100 python3 -m audit estimate lips-dropout-control --scale paper --device cuda \
+    --data-dir "$DATA" --seeds 10 --rounds 2,6 --arms lips,fedbn 2>&1 | tee "$OUT/est_lips.txt"
+
+el smoke-pool
+timeout 100 python3 -m audit run flayer-masked-zero --device cuda --seeds 2 --backend pool \
+    --workers 4 --out "$OUT/smoke" --quiet --no-eta 2>&1 | tee "$OUT/smoke.txt"
+
+el bench
+timeout 50 python3 -m audit bench --device cuda --repeats 3 2>&1 | tee "$OUT/bench.txt"
+el done
