@@ -865,8 +865,12 @@ def _guarded(claim: Claim, units):
     if not claim.origin:
         yield from units
         return
+    from audit.fl.data import PartitionError
+
     try:
         yield from units
+    except PartitionError as exc:  # the data cannot give the plugin's split: say whose
+        raise PartitionError(f"{_plugin_name(claim)}: {exc}") from None
     except (AuditError, KeyboardInterrupt):
         raise
     except (Exception, SystemExit) as exc:

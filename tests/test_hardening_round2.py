@@ -465,6 +465,26 @@ def test_a_plugins_failures_are_one_line_naming_it(toy, tmp_path, run, message):
         assert "badpkg.claim" in str(info.value)
 
 
+def _too_few(spec, ctx):
+    import numpy as np
+
+    from audit.fl.data import dirichlet_partition
+
+    return dirichlet_partition(np.arange(12) % 3, 5, 0.5, np.random.default_rng(0))
+
+
+def test_a_split_the_plugins_data_cannot_give_names_the_plugin(toy, tmp_path):
+    """PartitionError is an AuditError, which passes a plugin's guard unchanged; it
+    still says whose split it was."""
+    from audit.fl.data import PartitionError
+
+    claim = _plugin(toy, run=_too_few)
+    with pytest.raises(PartitionError, match="cannot give 5 clients") as info:
+        execute(claim, make_context(claim, "smoke"), cache=Cache(tmp_path / "c"),
+                progress=False)
+    assert "badpkg.claim" in str(info.value) and "\n" not in str(info.value)
+
+
 def test_a_plugin_result_is_the_one_the_cache_gives_back(toy, tmp_path):
     import numpy as np
 

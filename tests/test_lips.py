@@ -225,7 +225,13 @@ def test_a_class_missing_from_a_split_is_a_clear_error():
     keep = torch.ones(len(ds.y_train), dtype=torch.bool)
     keep[torch.nonzero(ds.y_train == 1).flatten()[2:]] = False  # two training images of class 1
     ds = dataclasses.replace(ds, x_train=ds.x_train[keep], y_train=ds.y_train[keep])
-    with pytest.raises(AuditError, match="class 1 has no training images left"):
+    with pytest.raises(AuditError, match="class 1 has only 2 training images, all taken "
+                                         "by a client's training draw, and its validation"):
+        build_clients(ds, {**cfg, "n_val": 10}, seed=0)
+    keep = ds.y_train != 1  # none at all: said so, whichever draw asks first
+    ds = dataclasses.replace(ds, x_train=ds.x_train[keep], y_train=ds.y_train[keep])
+    with pytest.raises(AuditError, match="class 1 has no training images, and a client's "
+                                         "(training|validation) draw asks"):
         build_clients(ds, {**cfg, "n_val": 10}, seed=0)
 
 

@@ -309,8 +309,8 @@ def dirichlet_partition(labels, n_clients: int, alpha: float, rng: np.random.Gen
         if min(len(q) for q in parts) >= min_size:
             return [np.sort(np.asarray(q, dtype=np.int64)) for q in parts]
     raise PartitionError(f"no Dirichlet({alpha}) draw gave each of {n_clients} clients "
-                         f"{min_size} samples from {n} in {max_tries} tries (too few samples "
-                         f"for this many clients)")
+                         f"{min_size} samples from {n} in {max_tries} tries (an alpha too "
+                         f"small for this many clients per class, or too few samples)")
 
 
 def dirichlet_fixed_size_partition(labels, n_clients: int, n_per_client: int, alpha: float,
@@ -540,11 +540,12 @@ def _cifar_arrays(files: Sequence[Path], label_key: bytes, num_classes: int, nam
             shape = getattr(x, "shape", type(x).__name__)
             raise _invalid(name, p, f"b'data' must be an N x 3072 array (N >= 1), got "
                                     f"{shape}")
-        if x.shape[1:] not in ((3072,), (3, 32, 32)):  # N x 32 x 32 x 3 would be scrambled
-            raise _invalid(name, p, f"b'data' must be N x 3072 (each row the red, green "
-                                    f"and blue planes) or N x 3 x 32 x 32, got "
-                                    f"{tuple(x.shape)} (torchvision's .data is N x 32 x "
-                                    f"32 x 3: channels last)")
+        # channels last passes the size check, and read as planes every image would be
+        # scrambled: refused (N x 3 x 1024 and N x 3 x 32 x 32, channels first, are fine)
+        if x.shape[1:] in ((32, 32, 3), (1024, 3)):
+            raise _invalid(name, p, f"b'data' is {tuple(x.shape)}, channels last (as "
+                                    f"torchvision's .data); the pickle layout is N x 3072, "
+                                    f"each row the red, green and blue planes")
         x = _check_pixels(x, name, p).reshape(-1, 3, 32, 32)
         xs.append(x)
         ys.append(_check_labels(d[label_key], len(x), num_classes, name, p))
@@ -614,7 +615,10 @@ def _read_image(path: Path, name: str = "tinyimagenet", size: int = 64) -> np.nd
             if im.size != (size, size):
                 raise ValueError(f"image is {im.size[0]} x {im.size[1]}, not {size} x {size}")
             return np.asarray(im.convert("RGB"), dtype=np.uint8)
-    except Exception as e:  # missing, not an image, wrong size, decompression bomb
+    except Image.UnidentifiedImageError:  # its text names the file object, not the path
+        raise _invalid(name, path, "cannot read image (not an image Pillow can "
+                                   "identify)") from None
+    except Exception as e:  # not an image, wrong size, decompression bomb
         raise _invalid(name, path, f"cannot read image ({e})") from None
 
 

@@ -452,18 +452,24 @@ def build_clients(ds, cfg: Mapping, seed: int):
     pool_tr = [np.flatnonzero(ytr == c) for c in range(C)]
     pool_te = [np.flatnonzero(yte == c) for c in range(C)]
 
-    def draw(pools, counts, split, exclude=()):
+    def draw(pools, counts, split, draw_name, exclude=()):
         out = []
         for c, (pool, m) in enumerate(zip(pools, counts)):
             if m:
-                if len(exclude):
-                    pool = np.setdiff1d(pool, exclude, assume_unique=True)
                 if not len(pool):  # a small or partial copy of the data set
-                    left = " left after the client's training draw" if len(exclude) else ""
                     raise AuditError(
-                        f"{ds.name}: class {c} has no {split} images{left}, and a client's "
-                        f"class proportions ask for {m}; the LIPS split needs every class "
+                        f"{ds.name}: class {c} has no {split} images, and a client's "
+                        f"{draw_name} draw asks for {m}; the LIPS split needs every class "
                         f"in both splits (is the copy under --data-dir complete?)")
+                if len(exclude):
+                    left = np.setdiff1d(pool, exclude, assume_unique=True)
+                    if not len(left):
+                        raise AuditError(
+                            f"{ds.name}: class {c} has only {len(pool)} training images, "
+                            f"all taken by a client's training draw, and its "
+                            f"{draw_name} draw asks for {m} more (n_train + n_val is "
+                            f"large for this copy of the data set)")
+                    pool = left
                 out.append(rng.choice(pool, size=m, replace=m > len(pool)))
         if not out:  # no images asked for (n_val = 0, say)
             return np.zeros(0, dtype=np.int64)
@@ -472,9 +478,10 @@ def build_clients(ds, cfg: Mapping, seed: int):
     clients = []
     for _ in range(cfg["n_clients"]):
         q = rng.dirichlet(np.full(C, cfg["alpha"]))
-        tr = draw(pool_tr, rng.multinomial(cfg["n_train"], q), "training")
-        va = draw(pool_tr, rng.multinomial(cfg["n_val"], q), "training", exclude=tr)
-        te = draw(pool_te, rng.multinomial(cfg["n_test"], q), "test")
+        tr = draw(pool_tr, rng.multinomial(cfg["n_train"], q), "training", "training")
+        va = draw(pool_tr, rng.multinomial(cfg["n_val"], q), "training", "validation",
+                  exclude=tr)
+        te = draw(pool_te, rng.multinomial(cfg["n_test"], q), "test", "test")
         t = torch.from_numpy
         clients.append(ClientData(ds.x_train[t(tr)], ds.y_train[t(tr)], ds.x_train[t(va)],
                                   ds.y_train[t(va)], ds.x_test[t(te)], ds.y_test[t(te)]))
