@@ -34,22 +34,15 @@ timeout 120 python3 -m pytest tests/test_fl_cuda.py -q -n 0 2>&1 | tee "$OUT/cud
 
 el random-images
 python3 - "$DATA" <<'PY'
-import pickle, sys
+import sys
 from pathlib import Path
-import numpy as np
 
-root, rng = Path(sys.argv[1]), np.random.default_rng(0)
-layouts = {"cifar-100-python": [("train", 50000, b"fine_labels", 100),
-                                ("test", 10000, b"fine_labels", 100)],
-           "cifar-10-batches-py": [(f"data_batch_{i}", 10000, b"labels", 10)
-                                   for i in range(1, 6)]
-           + [("test_batch", 10000, b"labels", 10)]}
-for folder, files in layouts.items():
-    (root / folder).mkdir(parents=True, exist_ok=True)
-    for name, n, key, classes in files:
-        with open(root / folder / name, "wb") as fh:
-            pickle.dump({b"data": rng.integers(0, 256, (n, 3072), dtype=np.uint8),
-                         key: rng.integers(0, classes, n).tolist()}, fh)
+sys.path.insert(0, "tests")  # the tests' writers of the real pickle layouts
+from test_paper_scale import write_cifar10, write_cifar100
+
+root = Path(sys.argv[1])
+write_cifar100(root, n_train=50000, n_test=10000, classes=100)
+write_cifar10(root, n_per_batch=10000, n_test=10000)
 PY
 [ $? -eq 0 ] || fail=1
 
