@@ -112,6 +112,34 @@ def test_genefl_on_a_partial_cifar10_names_the_classes_that_fall_short(tmp_path)
         str(err.value)
 
 
+def test_genefl_agnostic_split_failure_names_both_pools(tmp_path, monkeypatch):
+    """The agnostic clients' train/test split fails with the same one-line context as the
+    known clients' (it was outside the wrapper: the bare PartitionError, without the
+    pool sizes)."""
+    from audit import claims
+    from audit.claims import AuditError, RunSpec
+    from audit.fl import data as D
+    from audit.runner import make_context
+
+    real, calls = D.make_federated, []
+
+    def second_fails(*args, **kwargs):
+        calls.append(1)
+        if len(calls) == 2:  # the agnostic clients' split
+            raise D.PartitionError("a client has no training samples left (stub)")
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(D, "make_federated", second_fails)
+    claim = claims.get("genefl-uplink-bytes")
+    sim = {**claim.scales["paper"]["sim"], "model": "cnn2", "rounds": 1, "n_known": 4,
+           "clusters": 2, "n_agnostic": 2, "finetune_steps": 1, "agnostic_min_size": 5}
+    ctx = make_context(claim, "paper", data_dir=str(write_cifar10(tmp_path / "data")),
+                       overrides={"sim": sim})
+    with pytest.raises(AuditError, match=r"of the agnostic classes .* \(stub\)$") as err:
+        claim.run(RunSpec("simulated-run"), ctx)
+    assert len(calls) == 2 and "training images of the known classes" in str(err.value)
+
+
 def test_fedtlu_with_fewer_ptb_windows_than_clients_says_so(tmp_path, capsys, monkeypatch):
     monkeypatch.setenv("AUDIT_CACHE", str(tmp_path / "cache"))
     words = " ".join(f"w{i % 7}" for i in range(40))

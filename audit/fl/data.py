@@ -300,9 +300,11 @@ def dirichlet_partition(labels, n_clients: int, alpha: float, rng: np.random.Gen
             sizes = np.array([len(q) for q in parts])
             open_ = sizes < n / n_clients  # NIID-Bench balancing step
             p = p * open_
-            if not p.sum() > 0:  # the open clients' shares all underflowed (alpha ~ 0.01):
-                p = open_ if open_.any() else np.ones(n_clients)  # evenly among them, not
-            p = p / p.sum()                                    # a 0/0 cut of NaNs
+            if not p.sum() > 0:
+                # every open client's share underflowed (alpha ~ 0.01): deal the class
+                # evenly among the open clients rather than cut it by 0/0 (NaNs)
+                p = open_ if open_.any() else np.ones(n_clients)
+            p = p / p.sum()
             cuts = (np.cumsum(p) * len(idx)).astype(int)[:-1]
             for k, chunk in enumerate(np.split(idx, cuts)):
                 parts[k].extend(chunk.tolist())

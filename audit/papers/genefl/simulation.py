@@ -211,16 +211,16 @@ def simulate(config: Mapping, seed: int, mode: str = "top", use_dim: bool = True
         agn_parts = D.dirichlet_partition(ytr[agn_pool], c["n_agnostic"], c["alpha"], rng,
                                           min_size=c.get("agnostic_min_size", 20))
         known = D.make_federated(ds, [known_pool[p] for p in known_parts], 0.0, 0.2, rng)
+        # a copy of the generator (no draw) replays the agnostic splits for the holdout
+        split_rng = copy.deepcopy(rng) if val_frac > 0 else None
+        agn = D.make_federated(ds, [agn_pool[p] for p in agn_parts], 0.0,
+                               AGNOSTIC_TEST_FRACTION, rng)
     except D.PartitionError as e:  # a small or partial copy: say which classes fall short
         raise D.PartitionError(
             f"{ds.name}: {len(known_pool)} training images of the known classes "
             f"{list(c['known_classes'])} for {c['n_known']} clients, {len(agn_pool)} of "
             f"the agnostic classes {list(c['agnostic_classes'])} for {c['n_agnostic']}: "
             f"{e}") from None
-    # a copy of the generator (no draw) replays the agnostic splits for the holdout below
-    split_rng = copy.deepcopy(rng) if val_frac > 0 else None
-    agn = D.make_federated(ds, [agn_pool[p] for p in agn_parts], 0.0, AGNOSTIC_TEST_FRACTION,
-                           rng)
     holdout = (_agnostic_holdout(ds, agn_pool, agn_parts, agn, AGNOSTIC_TEST_FRACTION,
                                  split_rng, val_frac, seed) if val_frac > 0 else None)
     labels = cluster_clients([cl.x_train for cl in known.clients], c["clusters"],
