@@ -23,7 +23,6 @@ looks, so its start-up (importing torch in each worker) is paid once per command
 from __future__ import annotations
 
 import concurrent.futures as cf
-import dataclasses
 import multiprocessing
 import os
 import pickle

@@ -5,8 +5,6 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import pytest
-
 from audit import claims, coverage, questions, report
 from audit.questions import Question
 from audit.verdict import Outcome, Part

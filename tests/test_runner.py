@@ -4,7 +4,6 @@ import warnings
 
 import pytest
 
-from audit import claims as claims_mod
 from audit.claims import AuditError, RunSpec
 from audit.runner import Cache, CacheWarning, execute, make_context, resolve_seeds
 

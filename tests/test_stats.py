@@ -16,7 +16,6 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 from numpy.testing import assert_allclose, assert_array_equal
 from scipy import stats
-from statsmodels.stats.power import TTestPower
 from statsmodels.stats.weightstats import DescrStatsW
 
 import audit.stats as stats_mod

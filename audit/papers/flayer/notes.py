@@ -1,5 +1,5 @@
 """FLAYER (arXiv 2412.07062v3): our notes on the record's items (see ``audit.papers``)."""
-from audit.papers import AUTHORS_DATA, DEFINITION, PAPER_TABLE, PRESENTATION, Note
+from audit.papers import AUTHORS_DATA, DEFINITION, PRESENTATION, Note
 
 ARXIV_ID = "2412.07062"
 
