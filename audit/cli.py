@@ -527,7 +527,10 @@ def _plan(args, claim):
     if args.seed_list is not None and len(args.seed_list) < cap:
         raise AuditError(f"--seed-list gives {len(args.seed_list)} seeds, fewer than the "
                          f"cap --max-seeds {cap}")
-    return plan(cap, spending=args.spending)
+    try:
+        return plan(cap, spending=args.spending)
+    except ValueError as exc:
+        raise AuditError(f"--until-decided --max-seeds {cap}: {exc}") from None
 
 
 def cmd_run(args) -> int:

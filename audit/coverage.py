@@ -250,7 +250,7 @@ def _verdict_needs(claim, ref: str | None, out: Path
     needs: dict[str, str] = {}
     older: dict[str, str] = {}  # scale -> the commit of a report by earlier claim code
     left_out: list[str] = []  # what a scale's report is, where it gives no verdict
-    for folder in (out, out / "full"):
+    for folder, label in report.scale_folders(out):  # from reports/full, reports/ too
         if folder != out and not folder.is_dir():
             continue
         try:
@@ -258,7 +258,7 @@ def _verdict_needs(claim, ref: str | None, out: Path
         except AuditError as exc:
             if folder == out:
                 return f"report unreadable ({exc})", None, "", ()
-            left_out.append("the full report is unreadable")
+            left_out.append(f"the {label} report is unreadable")
             continue
         if data is None:
             continue
@@ -283,6 +283,9 @@ def _verdict_needs(claim, ref: str | None, out: Path
         return f"{shown}; {'; '.join(left_out)}", None, "", ()
     if not found:
         return "not run", None, "", ()
+    rank = {"smoke": 0, "full": 1, "paper": 2}  # the same order from either folder
+    found = dict(sorted(found.items(), key=lambda kv: (rank.get(kv[0], 3), kv[0])))
+    needs = dict(sorted(needs.items(), key=lambda kv: (rank.get(kv[0], 3), kv[0])))
     if any(v in DECIDED for v in found.values()):
         needs = {}  # decided at some scale: nothing more is needed to decide it
     need = (next(iter(needs.values())) if len(needs) == 1 and len(found) == 1 else

@@ -157,7 +157,7 @@ def answer(question: Question, parts: Mapping[str, Part | Mapping],
     return {"id": question.id, "asks": question.asks, "fields": list(question.fields),
             "parts": list(question.parts), "kind": question.kind, "verdict": verdict,
             "reason": reason, "needs": needs, "caveat": caveat, "rows": rows,
-            "scale": scale,
+            "scale": scale, "gated": any(bool(get(p, "gated")) for p in mine),
             "settings_split": len({r["verdict"] for r in rows}) > 1}
 
 
@@ -256,10 +256,12 @@ def across_scales(by_scale: Mapping[str, Sequence[Mapping]]) -> list[dict]:
                 continue
             row = table.setdefault(a["id"], {"id": a["id"], "asks": a.get("asks", ""),
                                              "kind": a.get("kind", ""), "by_scale": {},
-                                             "caveats": {}})
+                                             "caveats": {}, "reasons": {}})
             if a["id"] not in order:
                 order.append(a["id"])
             row["by_scale"][scale] = str(a.get("verdict"))
+            if a.get("reason"):
+                row["reasons"][scale] = " ".join(str(a["reason"]).split())
             if a.get("caveat"):
                 row["caveats"][scale] = str(a["caveat"])
     out = []
@@ -268,9 +270,11 @@ def across_scales(by_scale: Mapping[str, Sequence[Mapping]]) -> list[dict]:
         words = set(row["by_scale"].values())
         row["combined"] = (next(iter(words)) if len(words) == 1 else "SPLIT")
         why = ""
-        if len(words) > 1:
+        if len(words) > 1:  # each scale's word with the evidence that gave it
             why = "; ".join(f"{s}: {v}" + (f" ({row['caveats'][s]})" if s in row["caveats"]
-                                           else "") for s, v in row["by_scale"].items())
+                                           else "")
+                            + (f" — {row['reasons'][s]}" if s in row["reasons"] else "")
+                            for s, v in row["by_scale"].items())
         elif row["caveats"]:
             why = "; ".join(f"{s}: {c}" for s, c in row["caveats"].items())
         row["why"] = why

@@ -259,15 +259,34 @@ def _table(columns: Iterable[str], rows: Iterable[Iterable[Any]]) -> str:
     return "\n".join(out)
 
 
+def _level(level: Any) -> str:
+    """An interval's coverage as a percentage to four significant digits (0.9953 ->
+    "99.53%", not a rounded "100%"; 0.95 -> "95%"); "" when the report gives none."""
+    if isinstance(level, bool) or not isinstance(level, (int, float)) or not level \
+            or not math.isfinite(level):
+        return ""
+    return f"{100 * float(level):.4g}%"
+
+
+def _ci(e: Mapping) -> str:
+    """``[low, high] (level, method)``: an interval labelled with its coverage and the
+    method that made it, so two intervals of one number (the rule's and a robust one) are
+    never read as the same; "" without bounds."""
+    if e.get("low") is None or e.get("high") is None:
+        return ""
+    label = ", ".join(x for x in (_level(e.get("level")), str(e.get("method") or "")) if x)
+    return f"[{_fmt(e['low'])}, {_fmt(e['high'])}]" + (f" ({label})" if label else "")
+
+
 def _estimate_rows(estimates: list[Mapping]) -> list[list]:
     rows = []
     for e in estimates:
         if e.get("low") is None and e.get("high") is None:
             interval = "exact" if e.get("method") == "exact" else "—"
         else:
-            level = e.get("level")
+            level = _level(e.get("level"))
             interval = (f"[{_fmt(e['low'])}, {_fmt(e['high'])}]"
-                        + (f" ({level:.0%})" if level else ""))
+                        + (f" ({level})" if level else ""))
         rows.append([f"`{e['name']}`", e["value"], interval, e.get("n"), e.get("method", ""),
                      e.get("description", "")])
     return rows
@@ -341,8 +360,7 @@ def render_markdown(data: Mapping, figure_dir: str | None = None) -> str:
     premise = data.get("premise")
     if premise:
         est = premise.get("estimate") or {}
-        ci = (f", {_fmt(100 * est['level'], 3)}% CI [{_fmt(est['low'])}, {_fmt(est['high'])}]"
-              if est.get("low") is not None and est.get("level") else "")
+        ci = f", CI {_ci(est)}" if _ci(est) else ""
         val = f": {_fmt(est['value'])}{ci}" if est else ""
         lines += [f"**Premise** (the paper's own effect, measured first): {premise['effect']}"
                   f"{val} — **{premise['status']}**. {premise.get('reason', '')} The premise "
@@ -358,7 +376,8 @@ def render_markdown(data: Mapping, figure_dir: str | None = None) -> str:
     if looks:
         last = looks[-1]
         lines += [f"Sequential seeds: stopped at look {last['look']} of the plan, n = "
-                  f"{last['n']} seeds ({_stop_text(last)}).", ""]
+                  f"{last['n']} seeds "
+                  f"({_stop_text(last, (data.get('plan') or {}).get('looks'))}).", ""]
     lines += [f"Paper: {paper['short']}, arXiv {paper['arxiv_id']}v{paper['version']} "
               f"({paper['title']}). Reviewer's claim (our paraphrase of "
               f"`{data['record']['file']}`, fields "
@@ -531,7 +550,9 @@ def question_section(data: Mapping, lock_txt: str = "",
     for q in qs:
         fields = ", ".join(f"`{f}`" for f in q.get("fields", []))
         decide = q.get("needs", "") if q.get("verdict") == "INCONCLUSIVE" else ""
-        rows.append([f"`{q['id']}`: {q.get('asks', '')}", q.get("kind", ""),
+        kind = str(q.get("kind", "")) + (", gated by the premise" if q.get("gated") is True
+                                         else "")
+        rows.append([f"`{q['id']}`: {q.get('asks', '')}", kind,
                      f"**{q['verdict']}**" + (" (settings split)" if q.get("settings_split")
                                                else ""),
                      data["scale"], fields or "—",
@@ -560,9 +581,8 @@ def findings_section(data: Mapping) -> list[str]:
             e = by_name.get(name)
             if not e:
                 continue
-            ci = (f" [{_fmt(e['low'])}, {_fmt(e['high'])}]" if e.get("low") is not None
-                  and e.get("high") is not None else "")
-            bits.append(f"`{name}` = {_fmt(e.get('value'))}{ci}")
+            ci = _ci(e)
+            bits.append(f"`{name}` = {_fmt(e.get('value'))}" + (f" {ci}" if ci else ""))
         out += [f"- {f['text']}" + (f" ({'; '.join(bits)})" if bits else "")]
     return out + [""]
 
@@ -901,10 +921,16 @@ def _premise_cell(data: Mapping) -> str:
 
 
 def _reachable_cell(data: Mapping) -> str:
+    """What each part entering the claim's verdict can return: the parts of its voting
+    questions (a part reported beside the verdict, in no question, is left out); every
+    non-measurement part for a report without questions."""
+    qs = [q for q in data.get("questions") or () if isinstance(q, Mapping)
+          and q.get("kind") != "measurement"]
+    voting = {str(i) for q in qs for i in q.get("parts") or ()} if qs else None
     cells = []
     for p in data.get("parts", []):
         kind = p.get("kind", "experiment")
-        if kind == "measurement":
+        if kind == "measurement" or (voting is not None and str(p.get("id")) not in voting):
             continue
         short = "/".join(o[0] for o in p.get("reachable", ["C", "R", "I"]))
         cells.append(f"{p['id']}: {short}" + (" (proof)" if kind == "derivation" else ""))
@@ -925,9 +951,14 @@ def _stability_cell(data: Mapping) -> str:
     return ", ".join(bits) or "exact"
 
 
-def _stop_text(look: Mapping) -> str:
-    """Why the plan stopped at ``look`` (older reports have no ``stop_reason``)."""
+def _stop_text(look: Mapping, planned: Any = None) -> str:
+    """Why the plan stopped at ``look`` (older reports have no ``stop_reason``);
+    ``planned``: the plan's look sizes, whose last is the cap."""
     reason = look.get("stop_reason") or ("decided" if look.get("decided") else "cap")
+    at_cap = isinstance(planned, list) and bool(planned) and look.get("n") == planned[-1]
+    if reason == "premise not reproduced" and at_cap:
+        return ("the cap; there the paper's own effect was decided not reproduced, so every "
+                "part still open, which explains it, stays INCONCLUSIVE")
     if reason == "premise not reproduced":
         return ("futility: the paper's own effect was decided not reproduced, and every "
                 "part still open explains it")
@@ -941,17 +972,35 @@ def _looks_cell(data: Mapping) -> str:
     return f" (sequential, stopped at look {looks[-1]['look']})"
 
 
+def scale_folders(out_dir: Path) -> list[tuple[Path, str]]:
+    """(folder, the scale it holds) for :func:`scale_reports`: ``out_dir`` first."""
+    out_dir = Path(out_dir)
+    if out_dir.name == "full" and (out_dir.parent / safeio.OUTPUT_MARKER).is_file():
+        return [(out_dir, "full"), (out_dir.parent, "smoke")]
+    return [(out_dir, "smoke"), (out_dir / "full", "full")]
+
+
+def _scale_link(out_dir: Path, scale: str, cid: str) -> str | None:
+    """The relative link from ``out_dir``'s index to ``cid``'s report at ``scale`` in the
+    other folder of :func:`scale_folders`, or None (none there, or out_dir's own)."""
+    for i, (folder, label) in enumerate(scale_folders(out_dir)):
+        if i and label == scale and (Path(folder) / f"{cid}.md").exists():
+            return f"{'full/' if label == 'full' else '../'}{cid}.md"
+    return None
+
+
 def scale_reports(out_dir: Path, cid: str,
                   left_out: dict[str, str] | None = None) -> dict[str, Mapping]:
-    """The reports of one claim by scale: ``out_dir`` and, beside it, ``out_dir/full``.
+    """The reports of one claim by scale: ``out_dir`` and, beside it, ``out_dir/full``;
+    for a folder named ``full`` whose parent is an audit output folder (``reports/full``),
+    the parent's reports too, so both indexes show the scales side by side (reading only).
     One that cannot be read, or a tuning run (on tuning seeds: no verdict), is left out:
     a warning line, and in ``left_out`` (folder's scale -> why) where given, so that a
     table can say so instead of showing the other scale's verdict alone."""
     out: dict[str, Mapping] = {}
-    for folder in (out_dir, out_dir / "full"):
+    for folder, label in scale_folders(out_dir):
         if folder != out_dir and not folder.is_dir():
             continue
-        label = "full" if folder != out_dir else "smoke"
         try:
             data = load(folder, cid)
         except AuditError as exc:
@@ -1017,11 +1066,11 @@ def question_rows(out_dir: Path, claims: Mapping) -> tuple[list[str], list[list]
                 v = _inert(q["by_scale"].get(s))
                 if v is not None and older.get(s) and split:
                     v += " (earlier code)"
+                link = _scale_link(out_dir, s, cid) if s != next(iter(reports)) else None
                 if v is None:
                     cells.append(_inert(missing[s]) if s in missing else "—")
-                elif s == "full" and s != next(iter(reports)) and out_dir.joinpath(
-                        "full", f"{cid}.md").exists():
-                    cells.append(f"[{v}](full/{cid}.md)")
+                elif link:
+                    cells.append(f"[{v}]({link})")
                 else:
                     cells.append(v)
             both = len(q["by_scale"]) > 1
@@ -1040,6 +1089,14 @@ def question_rows(out_dir: Path, claims: Mapping) -> tuple[list[str], list[list]
     return header, rows
 
 
+def _other_folder_text(out_dir: Path) -> str:
+    """Where the other scale's reports are, as a link that resolves from this index."""
+    folders = scale_folders(out_dir)
+    if folders[1][1] == "smoke":
+        return "The smoke-scale reports are in [the folder above](../README.md)."
+    return "Full-scale reports are in [full/](full/README.md) where that folder exists."
+
+
 def _questions_section(out_dir: Path, claims: Mapping) -> list[str]:
     header, rows = question_rows(out_dir, claims)
     if not rows:
@@ -1050,8 +1107,7 @@ def _questions_section(out_dir: Path, claims: Mapping) -> list[str]:
             "verdicts are shown and the question is SPLIT across scales, with the reason "
             "(and, where one report was written by earlier code of its claim, that "
             "code's commit: its rules may differ); no scale is promoted over another. "
-            "Full-scale reports are in "
-            "[full/](full/README.md) where that folder exists.", "",
+            + _other_folder_text(out_dir), "",
             _table(header, rows), ""]
 
 
@@ -1123,9 +1179,11 @@ def _write_index(out_dir: Path, claims: Mapping[str, Claim]) -> Path:
             "Premise: the paper's own effect that the claim is about, measured first "
             "(a part explaining it is INCONCLUSIVE where it does not reproduce). Reachable: "
             "the verdicts the parts entering the claim's verdict can return (a derivation's "
-            "verdict is a proof). Stability: leave-one-seed-out agreement; a verdict is "
-            "fragile when one seed moved by three test examples or fewer, or one left-out "
-            "seed, flips it.", "",
+            "verdict is a proof). Stability: leave-one-seed-out agreement and the flip "
+            "distance of the closest decisive test; a decided verdict is fragile when one "
+            "seed moved by three test examples or fewer, or one left-out seed, flips it (an "
+            "INCONCLUSIVE one is never called fragile: its flip distance says how near a "
+            "test came to deciding; a part held INCONCLUSIVE by its premise has none).", "",
             _table(["claim", "paper", "falsifier", "premise", "verdict", "reachable",
                     "stability", "locked", "scale", "run"], rows), ""]
     text += _questions_section(out_dir, claims)

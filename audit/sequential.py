@@ -67,6 +67,10 @@ def _spent(t: float, shape: str, alpha: float) -> float:
     raise ValueError(f"unknown spending function {shape!r}; choose one of {', '.join(SPENDING)}")
 
 
+#: the smallest share of alpha a look may spend (a rule at level alpha x 1e-9 still runs)
+MIN_SHARE = 1e-9
+
+
 @dataclass(frozen=True)
 class Plan:
     """Seed counts of the looks and the spending function, fixed before the run."""
@@ -76,14 +80,28 @@ class Plan:
     alpha: float = 0.05  # the nominal level the O'Brien-Fleming shape is computed at
 
     def __post_init__(self):
-        looks = tuple(int(n) for n in self.looks)
-        if not looks or any(n < 2 for n in looks) or list(looks) != sorted(set(looks)):
-            raise ValueError(f"looks must be increasing seed counts of at least 2; "
+        try:  # whole numbers only: a lock's 10.9 is refused, not read as 10
+            looks = tuple(int(n) for n in self.looks if float(n) == int(n))
+        except (TypeError, ValueError, OverflowError):
+            looks = ()
+        if not looks or len(looks) != len(tuple(self.looks)) or any(n < 2 for n in looks) \
+                or list(looks) != sorted(set(looks)):
+            raise ValueError(f"looks must be increasing whole seed counts of at least 2; "
                              f"got {list(self.looks)}")
         if self.spending not in SPENDING:
             raise ValueError(f"unknown spending function {self.spending!r}; choose one of "
                              f"{', '.join(SPENDING)}")
+        if isinstance(self.alpha, bool) or not 0.0 < float(self.alpha) < 1.0:
+            raise ValueError(f"the plan's alpha must lie strictly between 0 and 1; got "
+                             f"{self.alpha!r}")
         object.__setattr__(self, "looks", looks)
+        # a look that spends (almost) nothing cannot run a rule at its level (O'Brien-
+        # Fleming's first looks at a large cap): refused here, not a traceback mid-run
+        starved = [n for n, f in zip(looks, self.fractions()) if not f >= MIN_SHARE]
+        if starved:
+            raise ValueError(f"the {self.spending} plan with looks at {list(looks)} spends "
+                             f"almost no alpha at {starved} seeds (a share below "
+                             f"{MIN_SHARE:g}); use fewer looks, a smaller cap or pocock")
 
     @property
     def cap(self) -> int:
@@ -116,6 +134,8 @@ def plan(cap: int = DEFAULT_CAP, first: int = FIRST_LOOK, spending: str = "pococ
     """Looks at ``first``, doubling, up to ``cap`` (always included): 10, 20 for 20."""
     if cap < 2:
         raise ValueError(f"the cap must be at least 2 seeds; got {cap}")
+    if first < 2:
+        raise ValueError(f"the first look needs at least 2 seeds; got {first}")
     looks, n = [], min(first, cap)
     while n < cap:
         looks.append(n)

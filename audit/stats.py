@@ -405,15 +405,19 @@ def paired_difference(
     level = _check_level(level)
     if method not in ("auto", "t", "hall", "bca"):
         raise ValueError(f"method must be 'auto', 't', 'hall' or 'bca'; got {method!r}")
-    d = a_arr - b_arr
+    with np.errstate(over="ignore"):
+        d = a_arr - b_arr
+        mean = float(np.mean(d))
+    if not (np.all(np.isfinite(d)) and math.isfinite(mean)):
+        raise ValueError("the differences a - b overflow float64 (inputs near 1e308); "
+                         "rescale the metric")
     n = int(d.size)
     if method == "auto":
         method = "t"
     if method == "bca":
         _check_rng(rng)
-    mean = float(np.mean(d))
 
-    if _all_equal(d, a_arr, b_arr):
+    if _all_equal(d, a_arr, b_arr) or not _sd(d) > 0:  # an SD that underflows: constant
         p_value = 0.0 if mean != 0.0 else 1.0
         effect = math.copysign(math.inf, mean) if mean != 0.0 else math.nan
         return PairedDifference(mean, 0.0, n, level, mean, mean, method, p_value, effect)
@@ -713,12 +717,17 @@ def _sign_p(pos, neg):
     return _sign_table(int(total.max()))[pos, total]
 
 
-def _rule_arrays(D, margin: float, d: float, alpha: float):
-    """Everything the three-way rule reads, for every row of ``D`` (m rows, n pairs)."""
+def _rule_arrays(D, margin: float, d: float, alpha: float, inputs_scale: float = 0.0):
+    """Everything the three-way rule reads, for every row of ``D`` (m rows, n pairs).
+    ``inputs_scale``: the largest |a| or |b| the differences came from. Their rounding
+    residue is relative to that, not to the differences: (k + 1)/100 - k/100 differs from
+    0.01 in the last bits of the inputs, and those bits must not make "all equal" look
+    like spread, nor decide on which side of the margin a tie falls."""
     m, n = D.shape
     mean = D.mean(axis=1)
     sd = D.std(axis=1, ddof=1)
-    scale = np.maximum(np.max(np.abs(D), axis=1), abs(margin) + abs(d))
+    scale = np.maximum(np.max(np.abs(D), axis=1),
+                       max(abs(margin) + abs(d), _finite_scale(inputs_scale)))
     tol = 8 * np.finfo(float).eps * np.maximum(scale, 1e-300)
     const = np.ptp(D, axis=1) <= tol
     skew = np.where(const, 0.0, _skew(D, axis=1))
@@ -758,8 +767,14 @@ def _decide(r, n: int, margin: float, d: float, alpha: float, sensitive: bool):
     return codes, eq, refused
 
 
+def _finite_scale(x) -> float:
+    x = abs(float(x))
+    return x if math.isfinite(x) else 0.0
+
+
 def three_way_codes(D, *, margin: float = 0.0, equivalence_margin: float,
-                    alpha: float = 0.05, sensitive: bool | None = True) -> ThreeWayCodes:
+                    alpha: float = 0.05, sensitive: bool | None = True,
+                    inputs_scale: float = 0.0) -> ThreeWayCodes:
     """:func:`three_way`'s outcome for every row of ``D`` (shape ``(m, n)``: m samples of
     n paired differences), without building the result objects.
 
@@ -776,7 +791,7 @@ def three_way_codes(D, *, margin: float = 0.0, equivalence_margin: float,
     d = float(equivalence_margin)
     margin = float(margin)
     sens = True if sensitive is None else bool(sensitive)
-    r = _rule_arrays(D, margin, d, alpha)
+    r = _rule_arrays(D, margin, d, alpha, inputs_scale)
     codes, eq, refused = _decide(r, n, margin, d, alpha, sens)
     return ThreeWayCodes(codes, eq, refused)
 
@@ -895,6 +910,8 @@ def three_way(
     if not math.isfinite(margin):
         raise ValueError(f"margin must be finite; got {margin}")
     alpha = _check_alpha(alpha, upper=0.5)
+    if isinstance(power, bool) or not 0.0 < float(power) < 1.0:
+        raise ValueError(f"power must lie strictly between 0 and 1; got {power!r}")
     if rng is not None:
         _check_rng(rng)
     a_arr, b_arr = _as_pair(a, b)
@@ -903,7 +920,8 @@ def three_way(
     d = tost0.margin
     sens = True if sensitive is None else bool(sensitive)
     D = (a_arr - b_arr)[None, :]
-    r = _rule_arrays(D, margin, d, alpha)
+    inputs_scale = float(max(np.max(np.abs(a_arr)), np.max(np.abs(b_arr))))
+    r = _rule_arrays(D, margin, d, alpha, inputs_scale)
     # the interval of the decision: Hall's bounds (the point for constant differences,
     # which the guards then refuse), identical to paired_difference's
     diff = replace(hall, low=float(r["low"][0]), high=float(r["high"][0]),
@@ -927,7 +945,8 @@ def three_way(
                   refused=ref)
     if _FLIP.get():
         common["flip"] = flip_distance(a_arr - b_arr, margin=margin, equivalence_margin=d,
-                                       alpha=alpha, sensitive=sens)
+                                       alpha=alpha, sensitive=sens,
+                                       inputs_scale=inputs_scale)
     if code == SUPPORTED:
         reason = (f"SUPPORTED: {head} lies above the margin {_g(margin)}, and the exact sign "
                   f"test agrees (p = {_g(p_sup)} <= {_g(side)}; {differ} of {n} seeds "
@@ -1038,7 +1057,7 @@ def three_way_text(margin: float, equivalence_margin: float, alpha: float,
 
 def flip_distance(d, *, margin: float = 0.0, equivalence_margin: float,
                   alpha: float = 0.05, sensitive: bool = True,
-                  max_multiple: float = 64.0) -> float | None:
+                  max_multiple: float = 64.0, inputs_scale: float = 0.0) -> float | None:
     """The smallest change of ONE seed's paired difference that changes the three-way
     outcome, in the metric's own units (docs/STATISTICS.md, "Flip distance").
 
@@ -1050,12 +1069,13 @@ def flip_distance(d, *, margin: float = 0.0, equivalence_margin: float,
     d = _as_sample(d, "d")
     n = d.size
     base = int(three_way_codes(d[None, :], margin=margin, equivalence_margin=equivalence_margin,
-                               alpha=alpha, sensitive=sensitive).codes[0])
+                               alpha=alpha, sensitive=sensitive,
+                               inputs_scale=inputs_scale).codes[0])
     scale = float(np.ptp(d) + abs(margin) + abs(equivalence_margin) + np.max(np.abs(d))) or 1.0
     steps = scale * np.geomspace(1e-6, max_multiple, 120)
     best = math.inf
     kw = dict(margin=margin, equivalence_margin=equivalence_margin, alpha=alpha,
-              sensitive=sensitive)
+              sensitive=sensitive, inputs_scale=inputs_scale)
     for sign in (1.0, -1.0):
         # all seeds x all steps at once: row (i, k) moves seed i by sign * steps[k]
         D = np.repeat(d[None, :], n * steps.size, axis=0)

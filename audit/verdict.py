@@ -206,12 +206,29 @@ def premise_gate(part: Part, premise: Premise | None) -> Part:
     reproduced at the run's scale, whatever its own comparison says (docs/STATISTICS.md,
     "Premise first"). The comparison's outcome stays in the reason. The part is marked
     ``gated`` whatever the premise says, so the sequential plan knows that a premise shown
-    not reproduced leaves it nothing to decide (``audit.runner.execute_sequential``)."""
+    not reproduced leaves it nothing to decide (``audit.runner.execute_sequential``).
+    Where the effect is not reproduced, ``needs`` names it first, never a seed count
+    alone, and the part has no flip distance (one seed cannot move it)."""
     if premise is None:
         return part
     part = replace(part, gated=True)
-    if premise.reproduced or part.verdict == Outcome.INCONCLUSIVE:
+    if premise.reproduced:
         return part
+    # the gate holds the part INCONCLUSIVE whatever its comparison says, so moving one
+    # seed cannot flip it: no flip distance (and no "fragile") is read from it
+    part = replace(part, flip=None)
+    if part.verdict == Outcome.INCONCLUSIVE:
+        # undecided on its own too: what would decide it starts with the premise, never
+        # with a seed count alone (more seeds cannot decide a part whose premise is shown
+        # absent, and they decide it only once the premise is shown where it is undecided)
+        if premise.status == "not reproduced":
+            return replace(part, reason=(f"premise not reproduced at this scale "
+                                         f"({premise.effect}: {premise.status}); the "
+                                         f"comparison alone said INCONCLUSIVE: {part.reason}"),
+                           needs="a scale or setting where the paper's effect reproduces")
+        first = (f"the paper's effect shown first ({premise.effect}: {premise.status} at "
+                 f"this scale)")
+        return replace(part, needs=f"{first}; then {part.needs}" if part.needs else first)
     return replace(part, verdict=Outcome.INCONCLUSIVE,
                    reason=(f"premise not reproduced at this scale ({premise.effect}: "
                            f"{premise.status}); the comparison alone said "

@@ -136,7 +136,17 @@ def test_plan_looks_and_shares():
     assert plan(40).looks == (10, 20, 40) and plan(20, first=5).looks == (5, 10, 20)
     obf = plan(20, spending="obrien-fleming").fractions()
     assert obf[0] < p.fractions()[0]  # O'Brien-Fleming keeps alpha for the last look
-    with pytest.raises(ValueError, match="increasing seed counts"):
+    with pytest.raises(ValueError, match="increasing whole seed counts"):
         Plan((10, 5))
+    with pytest.raises(ValueError, match="increasing whole seed counts"):
+        Plan((10.9, 20))  # a tampered lock's look is refused, not truncated to 10
+    with pytest.raises(ValueError, match="alpha must lie strictly between"):
+        Plan((10, 20), "obrien-fleming", alpha=1.5)
+    with pytest.raises(ValueError, match="first look needs at least 2"):
+        plan(20, first=0)  # looped forever
+    # O'Brien-Fleming at a cap of 200 spent exactly 0 at 10 seeds: a traceback mid-run
+    with pytest.raises(ValueError, match=r"almost no alpha at \[10\] seeds"):
+        plan(200, spending="obrien-fleming")
+    assert min(plan(100, spending="obrien-fleming").fractions()) > 0
     with pytest.raises(ValueError, match="unknown spending"):
         Plan((5, 10), "bonferroni")

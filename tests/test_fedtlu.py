@@ -752,3 +752,15 @@ def test_score_undefined_rules_reach_every_outcome():
     # the verdict is the reviewer's two points (std = 0; the falsifier's planted pick),
     # never the scale-freeness, which is ours; no premise (mathematics)
     assert SU.CLAIM.combination.parts == ("undefined", "planted-pick")
+
+
+def test_the_power_rule_refuses_a_zero_spread():
+    """An SD interval of (0, 0) made the detectable effect 0 and the rule REFUTED ("3 runs
+    resolve the gap") from seeds that never differed."""
+    from audit.papers.fedtlu.lower_bound import _decide_power
+    from audit.verdict import Outcome
+
+    rows = [("clean", 0.0, 0.0, 0.0, 0.0, 0.0, 3)]
+    out, reason, needs = _decide_power({"gap": 0.004, "runs": 3, "alpha": 0.05, "rows": rows})
+    assert out == Outcome.INCONCLUSIVE and "no seed-to-seed spread in clean" in reason
+    assert needs

@@ -626,3 +626,14 @@ def test_agnostic_validation_split_is_held_out_and_read(monkeypatch):
         assert res["n_test_agnostic"][j] == len(te)
     for key in ("agnostic_acc", "agnostic_acc_nogene"):  # the test data stays refused
         assert test_metric_problem(IC.CLAIM, key)
+
+
+def test_a_fair_control_that_differs_on_one_seed_is_inconclusive():
+    """One seed whose control gene differs from top-gamma's went to three_way with one
+    pair: a ValueError traceback ending the run. It is no paired comparison."""
+    from audit.papers.genefl.inverted_cosine import _fair_decide
+    from audit.verdict import Outcome
+
+    out, reason, needs = _fair_decide({"control": "bytes", "n": 10, "n_differ": 1,
+                                       "size_txt": "", "vacuous_needs": "x"})
+    assert out == Outcome.INCONCLUSIVE and "1 of 10 seeds" in reason and needs

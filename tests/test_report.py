@@ -86,3 +86,29 @@ def test_the_runtime_line_says_how_many_cached_units_came_from_elsewhere(data):
     data["runs"]["cached_elsewhere"] = 3
     assert ("(2 runs computed, 4 from cache, 3 of them computed on another or an "
             "unrecorded machine)") in report.render_markdown(data)
+
+
+def test_interval_levels_keep_their_digits_and_methods():
+    """99.53% was printed as (100%); an interval in a finding carries its level and
+    method, so the rule's interval and a robust one of the same number differ in print."""
+    from audit.report import _ci, _level
+
+    assert _level(0.9953) == "99.53%" and _level(0.95) == "95%" and _level(0.981) == "98.1%"
+    assert _level(None) == "" and _level(float("nan")) == "" and _level(True) == ""
+    assert _ci({"low": 0.1, "high": 0.2, "level": 0.975, "method": "hall"}) == \
+        "[0.1, 0.2] (97.5%, hall)"
+    assert _ci({"low": None, "high": 0.2}) == ""
+
+
+def test_the_full_index_sees_the_smoke_reports_above_it(tmp_path):
+    """reports/full's index and coverage never saw reports/ (every across-scales cell was
+    "—"); the folder above is read when it is an audit output folder, never written."""
+    from audit import safeio
+    from audit.report import scale_folders
+
+    full = tmp_path / "full"
+    full.mkdir()
+    assert scale_folders(full) == [(full, "smoke"), (full / "full", "full")]
+    (tmp_path / safeio.OUTPUT_MARKER).write_text("x")
+    assert scale_folders(full) == [(full, "full"), (tmp_path, "smoke")]
+    assert scale_folders(tmp_path) == [(tmp_path, "smoke"), (full, "full")]

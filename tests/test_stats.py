@@ -640,3 +640,35 @@ def test_sd_interval_is_the_chi_square_interval_and_covers():
     hits = sum(lo <= 2.0 <= hi for lo, hi in
                (stats.sd_interval(row, alpha=0.1)[1:] for row in draws))
     assert abs(hits / 4000 - 0.9) < 0.02
+
+
+def test_rounding_residue_of_the_inputs_decides_nothing():
+    """Differences that are equal but computed from inputs in other binades were spread
+    to the rule (its tolerance ignored |a| and |b|): every seed exactly one example
+    better gave SUPPORTED, and a tie at the margin fell on a side by residue."""
+    k = np.arange(60, 70)
+    a, b = (k + 1) / 100, k / 100
+    assert stats_mod.three_way(a, b, equivalence_margin=0.05).outcome == "INCONCLUSIVE"
+    assert stats_mod.three_way(b, a, equivalence_margin=0.05).outcome == "INCONCLUSIVE"
+    x = 1e6 + np.arange(10) * 1e-10
+    assert stats_mod.three_way(x, np.full(10, 1e6), equivalence_margin=1.0).outcome == \
+        "INCONCLUSIVE"
+    ka = np.array([380, 620, 399, 331, 412, 675, 736, 763, 657, 344])
+    kb = np.array([377, 618, 397, 329, 410, 674, 734, 762, 656, 343])
+    as_acc = stats_mod.three_way(ka / 1000, kb / 1000, margin=0.001, equivalence_margin=0.001)
+    exact = stats_mod.three_way((ka - kb) / 1000, np.zeros(10), margin=0.001,
+                            equivalence_margin=0.001)
+    assert as_acc.outcome == exact.outcome and as_acc.p_value == exact.p_value
+
+
+def test_overflow_underflow_and_power_are_clear():
+    d = stats_mod.paired_difference(np.arange(1, 11) * 1e-170, np.zeros(10))  # SD underflows
+    assert d.sd == 0.0 and d.low == d.high == d.mean
+    assert stats_mod.three_way(np.arange(1, 11) * 1e-310, np.zeros(10),
+                           equivalence_margin=1).outcome == "INCONCLUSIVE"
+    with pytest.raises(ValueError, match="overflow float64"):
+        stats_mod.paired_difference(np.full(10, 1e308) + np.arange(10) * 1e292,
+                                np.full(10, -1e308))
+    for bad in (0, -1, 1.0, float("nan")):
+        with pytest.raises(ValueError, match="power must lie strictly between"):
+            stats_mod.three_way(np.arange(10.0), np.zeros(10), equivalence_margin=1, power=bad)

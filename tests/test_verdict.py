@@ -99,3 +99,21 @@ def test_verdict_rng_is_fresh_and_fixed():
     from audit import stats
 
     assert stats.verdict_rng().random() == stats.verdict_rng().random()
+
+
+def test_a_gated_part_names_the_premise_and_has_no_flip():
+    """Where the premise is not reproduced, a part INCONCLUSIVE on its own said "30 seeds
+    would detect it" and carried a flip distance, though neither seeds nor one seed's
+    move can decide it while the gate holds."""
+    from audit.verdict import Premise, premise_gate
+
+    part = Part("p", Outcome.INCONCLUSIVE, "rule", "CI straddles", "30 seeds would detect",
+                flip=0.01, resolution=0.01)
+    absent = premise_gate(part, Premise("the effect", "not reproduced", ""))
+    assert absent.needs == "a scale or setting where the paper's effect reproduces"
+    assert "premise not reproduced" in absent.reason and absent.flip is None
+    open_ = premise_gate(part, Premise("the effect", "undecided", ""))
+    assert open_.needs.startswith("the paper's effect shown first") and \
+        open_.needs.endswith("30 seeds would detect") and open_.flip is None
+    shown = premise_gate(part, Premise("the effect", "reproduced", ""))
+    assert shown.needs == part.needs and shown.flip == 0.01 and shown.gated

@@ -119,7 +119,8 @@ def _decide_noise(ev):
                     {**info, "flip": _decisive(res, outcome).flip})
     need = ", ".join(f"{st}: {tw.seeds_needed} seeds" for st, tw in res.items()
                      if tw.seeds_needed)
-    return (Outcome.INCONCLUSIVE, reasons, f"seeds to detect the observed gaps: {need or 'n/a'}",
+    return (Outcome.INCONCLUSIVE, reasons,
+            f"seeds to detect the observed gaps: {need}" if need else D.NOISE_NO_SEEDS,
             {**info, "flip": _decisive(res, "INCONCLUSIVE").flip})
 
 
@@ -130,6 +131,10 @@ def _decide_power(ev):
         st=st, sd=100 * sd, level=100 * (1 - ev["alpha"]), lo=100 * lo, hi=100 * hi,
         runs=runs, m_lo=100 * m_lo, m_hi=100 * m_hi, need=need, gap=100 * g)
         for st, sd, lo, hi, m_lo, m_hi, need in ev["rows"])
+    flat = [r[0] for r in ev["rows"] if not r[3] > 0]  # an SD interval of (0, 0)
+    if flat:  # no seed-to-seed spread was seen: the noise the rule reads is not measured
+        return Outcome.INCONCLUSIVE, txt + D.POWER_NO_SPREAD.format(
+            settings=", ".join(map(str, flat))), D.NEEDS_POWER
     if all(g < r[4] for r in ev["rows"]):
         return Outcome.CONFIRMED, D.POWER_CONFIRMED.format(txt=txt, runs=runs, gap=100 * g), ""
     if all(g > r[5] for r in ev["rows"]):

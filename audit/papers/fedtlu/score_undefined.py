@@ -15,7 +15,7 @@ from audit.claims import Analysis, AuditError, Claim, Figure, RunContext, RunSpe
 from audit import questions
 from audit.papers.fedtlu.declarations import score_undefined as D
 from audit.papers.fedtlu.declarations.score_undefined import (  # noqa: F401 (tests)
-    BASE, CHANCE_BAND, CLAIM_ID, DEPENDS_TOL, INVARIANCE_TOL, PLANT_ALPHA, PLANTED, SCALES,
+    BASE, CHANCE_BAND, CLAIM_ID, DEPENDS_TOL, PLANT_ALPHA, PLANTED, SCALES,
     STD_ZERO_CASES)
 from audit.questions import Finding
 from audit.verdict import Estimate, Outcome, Rule
@@ -144,7 +144,8 @@ def _undefined_decide(ev):
 def _invariant_decide(ev):
     s, i = ev["max_rel_dev_scale"], ev["max_rel_dev_identity"]
     txt = D.INVARIANT_REASON.format(n=ev["n"], k=ev["k"], s=s, i=i)
-    if s < INVARIANCE_TOL and i < INVARIANCE_TOL:
+    tol = ev.get("tol", D.invariance_tol(BASE["sizes"], BASE["max_mean_over_sd"]))
+    if s < tol and i < tol:
         return Outcome.CONFIRMED, txt, ""
     if s > DEPENDS_TOL:
         return Outcome.REFUTED, txt + D.INVARIANT_DEPENDS, ""
@@ -206,14 +207,17 @@ def analyse(results, ctx: RunContext) -> Analysis:
     sw = {a: results[RunSpec(a)]["sweep"] for a in ("literal", "guarded")}
     ds = max(s["max_rel_dev_scale"] for s in sw.values())
     di = max(s["max_rel_dev_identity"] for s in sw.values())
+    tol = D.invariance_tol(cfg["sizes"], cfg["max_mean_over_sd"])
     parts = (RULE_UNDEFINED({"literal": lit["cases"]}),
              RULE_INVARIANT({"max_rel_dev_scale": ds, "max_rel_dev_identity": di,
-                             "n": cfg["n_updates"], "k": cfg["scales_per_update"]},
+                             "n": cfg["n_updates"], "k": cfg["scales_per_update"],
+                             "tol": tol},
                             params={"sizes": ", ".join(str(int(s)) for s in cfg["sizes"]),
                                     "seed": cfg["seed"], "k": cfg["scales_per_update"],
                                     "max_mean_over_sd": f"{float(cfg['max_mean_over_sd']):g}",
                                     "u_lo": f"{float(cfg['log10_scale'][0]):g}",
-                                    "u_hi": f"{float(cfg['log10_scale'][1]):g}"}),
+                                    "u_hi": f"{float(cfg['log10_scale'][1]):g}",
+                                    "tol": f"{tol:.3g}"}),
              RULE_PLANTED({"rows": grd["planted"], "band": CHANCE_BAND, "alpha": PLANT_ALPHA},
                           params={"n": cfg["n_planted"], "m": cfg["planted_size"],
                                   "alpha": PLANT_ALPHA, "lo": CHANCE_BAND[0],

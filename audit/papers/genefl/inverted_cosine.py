@@ -170,6 +170,11 @@ def _fair_decide(ev):
             f"{ctl}: its gene is top-gamma's own gene on all {ev['n']} seeds (every "
             f"cluster){ev['size_txt']}: no gene of this kind differs from the top one in "
             "this model at this gamma, so there is nothing to compare"), ev["vacuous_needs"]
+    if ev["n_differ"] < 2:  # one seed is no paired comparison (three_way needs two)
+        return Outcome.INCONCLUSIVE, (
+            f"{ctl}: its gene differs from top-gamma's on {ev['n_differ']} of {ev['n']} "
+            f"seeds only{ev['size_txt']}: too few pairs to compare"), \
+            "more seeds on which this control's gene differs from top-gamma's"
     out, _, needs, info = _accuracy_decide(ev)  # the same test on the seeds that differ
     subset = ("" if ev["n_differ"] == ev["n"] else
               f" (the {ev['n_differ']} of {ev['n']} seeds where the genes differ)")
@@ -324,7 +329,7 @@ def evidence(results, ctx: RunContext) -> dict:
                           f"{m['jaccard'].mean():.2f}",
               "sens_txt": base["sens_txt"], "resolution": resolution,
               "vacuous_needs": D.FAIR_VACUOUS_NEEDS}
-        if keep:
+        if len(keep) >= 2:
             fair_tw[arm] = ev["three_way"] = stats.three_way(
                 acc["top-gamma"][keep], acc[arm][keep], margin=0.0, equivalence_margin=d,
                 alpha=alpha_fair, sensitive=base["sensitive"])

@@ -261,6 +261,13 @@ READINGS_FLIP = "measurement: {txt}; the sign of the comparison depends on the r
 READINGS_AGREE = "measurement: {txt}; the three readings agree in sign in every setting"
 READINGS_ROW = ("{st}: Random - FedTLU final {f:+.4g}, per-seed minimum averaged {m:+.4g}, "
                 "minimum of the mean curves {c:+.4g}")
+#: the power part where some setting shows no spread over seeds at all
+POWER_NO_SPREAD = ("; no seed-to-seed spread in {settings} (every seed gives the same "
+                   "difference), so the seed noise this rule reads is not measured")
+#: the noise part's "what would decide it" where no seed count within reach would
+NOISE_NO_SEEDS = ("no seed count up to 400 decides the observed gaps (each setting's reason "
+                  "says so): only a setting where the arms differ by more, or a scale "
+                  "where they are shown equivalent")
 
 # ================================================================================ questions
 #: the reviewer's questions (audit.questions.Question fields), each with its own verdict

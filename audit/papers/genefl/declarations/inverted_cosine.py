@@ -224,12 +224,14 @@ CAVEATS = {"gamma-sweep": "gamma only: the clustering's SVD dimension, which the
 
 # ------------------------------------------------------------------------------- notes
 NOTE_PREMISE = (
-    "Premise: {effect}: {status} (top minus no gene {mean:.4f}, CI [{low:.4f}, {high:.4f}]). "
+    "Premise: {effect}: {status} (top minus no gene {mean:.4f}, {level:.4g}% CI [{low:.4f}, "
+    "{high:.4f}], {method}). "
     "The accuracy part explains where that gain comes from, so it is gated by it; "
     "`direction` and `selection` are about the score and are not gated.")
 NOTE_OWN_TEST = (
     "The reviewer's own test (top- vs bottom-gamma) enters the verdict both ways; here it "
-    "says {verdict} (top minus bottom {mean:.4f}, CI [{low:.4f}, {high:.4f}]){tail}")
+    "says {verdict} (top minus bottom {mean:.4f}, {level:.4g}% CI [{low:.4f}, {high:.4f}], "
+    "{method}){tail}")
 #: NOTE_OWN_TEST's tail where the test goes against the reviewer
 NOTE_OWN_TEST_AGAINST = (
     ": the consequence the reviewer draws goes AGAINST the reviewer, while the derivation "
@@ -331,7 +333,8 @@ FAIR_BYTES_VACUOUS = (
 FAIR_BYTES = ("against a bottom gene of about the same size ({ratio:.2f} x top-gamma's "
               "parameters, {differ} of {n} seeds differ) {said}")
 #: how one fair control came out, in FINDING_FAIR (compared / not compared)
-FAIR_SAID = "top-gamma scores {mean:+.4f} against it (CI [{low:.4f}, {high:.4f}]): {verdict}"
+FAIR_SAID = ("top-gamma scores {mean:+.4f} against it ({level:.4g}% CI [{low:.4f}, {high:.4f}], "
+             "{method}): {verdict}")
 FAIR_NOT_SAID = "cannot be compared"
 FINDING_SWEEP = ("Across gene sizes, top minus bottom (agnostic accuracy, paired by seed): "
                  "{rows}; the gamma-sweep question says {verdict}.")

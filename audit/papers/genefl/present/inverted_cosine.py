@@ -164,9 +164,10 @@ def analysis(ev: Mapping[str, Any], results: Mapping[RunSpec, Mapping],
     nb = int((~mb["same"]).sum())
     notes = (
         D.NOTE_PREMISE.format(effect=premise.effect, status=premise.status, mean=pd.mean,
-                              low=pd.low, high=pd.high),
+                              low=pd.low, high=pd.high, level=100 * pd.level,
+                              method=pd.method),
         D.NOTE_OWN_TEST.format(verdict=parts[2].verdict.value, mean=td.mean, low=td.low,
-                               high=td.high, tail=D.NOTE_OWN_TEST_AGAINST
+                               high=td.high, level=100 * td.level, method=td.method, tail=D.NOTE_OWN_TEST_AGAINST
                                if parts[2].verdict == Outcome.REFUTED else "."),
         D.NOTE_DIRECTION,
         D.NOTE_SIZE.format(rho=rho.mean(), smaller=1 - by_size["perturbed smaller"][1]),
@@ -189,6 +190,7 @@ def analysis(ev: Mapping[str, Any], results: Mapping[RunSpec, Mapping],
             return D.FAIR_NOT_SAID
         t_ = fair_tw[arm].difference
         return D.FAIR_SAID.format(mean=t_.mean, low=t_.low, high=t_.high,
+                                  level=100 * t_.level, method=t_.method,
                                   verdict=p.verdict.value)
 
     fb, fc = fair

@@ -439,8 +439,9 @@ NOTE_FAITHFUL = (
     "schedule rule with the horizon T scaled to the run length (the release's T = 300 "
     "equals its own 300-round runs). The earlier reading, T fixed at 300 in a "
     "{rounds}-round run, still pruned about {pruned:.0f}% of the middle weights in the last "
-    "pruning round and was evaluated right after; it cost that arm 4.4 points against LIPS "
-    "at smoke scale, i.e. it pushed the released arm down (it never entered the verdict); "
+    "pruning round and was evaluated right after, which pushed the released arm down (in "
+    "the smoke runs of commit 9965520, the last that used it, by 4.4 points against LIPS; "
+    "not a number of this run, and it never entered the verdict); "
     "--set released_horizon=300 restores it. Every arm keeps norm layers local (FedBN); "
     "the release has no FedBN client.")
 NOTE_THRESHOLDS = (
