@@ -149,6 +149,18 @@ def check_searches(claim: Claim) -> list[str]:
             for s in getattr(claim, "searches", ()) if s.scale not in claim.scales]
 
 
+def check_validation_metrics(claim: Claim) -> list[str]:
+    """A stochastic claim that chooses settings (searches or regime maps) declares which
+    keys of its results read validation data (``validation_metrics``): without them only a
+    key's name is checked, and ``final_acc`` computed on the test set passes."""
+    if not claim.stochastic or getattr(claim, "validation_metrics", None) is not None:
+        return []
+    if getattr(claim, "searches", ()) or getattr(claim, "regime_maps", ()):
+        return ["it declares searches or regime maps but no validation_metrics (the keys of "
+                "a unit's result that read validation data, never the test set)"]
+    return []
+
+
 def check_regime_maps(claim: Claim) -> list[str]:
     """Every regime map is at one of the claim's scales, compares real arms, reads only
     validation metrics (a map never reads the verdict's test data), and every cell's
@@ -216,6 +228,7 @@ CHECKS: tuple[tuple[str, Callable[[Claim], list[str]]], ...] = (
     ("scales", check_scales),
     ("seeds", check_seeds),
     ("searches", check_searches),
+    ("validation-metrics", check_validation_metrics),
     ("regime-maps", check_regime_maps),
     ("locks", check_locks),
     ("record-fields", check_record_fields),

@@ -149,7 +149,8 @@ def _parser() -> argparse.ArgumentParser:
                         help="directory for <id>.json and <id>.md")
         sp.add_argument("--no-cache", action="store_true", help="recompute every run")
         sp.add_argument("--cache-dir", type=Path, default=None,
-                        help="run cache (default $AUDIT_CACHE, else ~/.cache/audit)")
+                        help="run cache (default $AUDIT_CACHE, else "
+                             "$XDG_CACHE_HOME/audit, else ~/.cache/audit)")
         sp.add_argument("--backend", default=os.environ.get("AUDIT_BACKEND") or "auto",
                         choices=("auto", "pool", "local", "ray"),
                         help="where units run: auto (default, or $AUDIT_BACKEND: a process "
@@ -163,7 +164,8 @@ def _parser() -> argparse.ArgumentParser:
                         type=_override, dest="overrides",
                         help="override one config value of the scale (JSON value), "
                              "e.g. --set rounds=2; repeatable")
-        sp.add_argument("--quiet", action="store_true", help="no progress bars")
+        sp.add_argument("--quiet", action="store_true",
+                        help="no progress bars (and no ETA line)")
         sp.add_argument("--no-eta", action="store_true",
                         help="skip the ETA printed before a full or paper scale run (it "
                              "comes from `audit estimate`, stored in the cache once measured)")
@@ -235,7 +237,7 @@ def _parser() -> argparse.ArgumentParser:
     rv.add_argument("paths", nargs="+", type=Path)
     rv.add_argument("--json", action="store_true")
     rv.add_argument("--markdown", action="store_true",
-                    help="also write reports/coverage.md")
+                    help="also write OUT/coverage.md and OUT/README.md (OUT: --out)")
     rv.add_argument("--out", type=Path, default=DEFAULT_OUT)
 
     tu = sub.add_parser("tune", help="a pilot on tuning seeds (1000 and up, never a "
@@ -798,6 +800,14 @@ def cmd_tune(args) -> int:
     check_device(args.device)
     if args.contrast is not None and len(args.contrast) != 2:
         raise AuditError(f"--contrast takes A:B, got {':'.join(args.contrast)}")
+    keys = [k for k, _ in args.grid]
+    repeated = sorted({k for k in keys if keys.count(k) > 1})
+    if repeated:
+        raise AuditError(f"--grid gives {', '.join(repeated)} more than once; give each key "
+                         f"once, with all its values")
+    empty = [k for k, values in args.grid if not values]
+    if empty:
+        raise AuditError(f"--grid {empty[0]}=[] has no values to try")
     grid = dict(args.grid)
     if args.seeds > MAX_TUNING_SEEDS:
         raise AuditError(f"--seeds {args.seeds}: at most {MAX_TUNING_SEEDS} tuning seeds a "
@@ -820,9 +830,14 @@ def cmd_tune(args) -> int:
                         progress=lambda m: print(m, file=sys.stderr, flush=True),
                         allow_test_metric=args.allow_test_metric)
     seeds = tuning.tuning_seeds(args.seeds)
+    if getattr(claim, "validation_metrics", None) is None and not problem:
+        print(f"warning: {claim.id} declares no validation_metrics, so only the name of "
+              f"{args.metric!r} was checked; make sure it reads validation data, not the "
+              f"test set the verdict reads", file=sys.stderr)
     if args.json:
-        print(json.dumps([{"overrides": r.overrides, "values": r.values,
-                           "contrast": r.contrast} for r in rows]))
+        print(json.dumps(safeio.strict_json([{"overrides": r.overrides, "values": r.values,
+                                              "contrast": r.contrast} for r in rows]),
+                         allow_nan=False))  # a diverged value is null, not NaN
         return 0
     print(f"pilot of {claim.id} at {args.scale} on tuning seeds {seeds[0]}-{seeds[-1]} "
           f"(arms {', '.join(args.arms)}; metric {args.metric}):")
@@ -853,6 +868,9 @@ def cmd_regime(args) -> int:
     safeio.check_output_folder(args.out)
     report.check_writable(args.out)
     existing = report.load(args.out, claim.id)  # read before anything is written
+    # and the maps already there: an unreadable regime.json stops here, not after the map
+    kept = [m for m in regime.read(args.out, claim.id) or []
+            if m["declared"].get("scale") != args.scale]
     from audit.pool import choose_backend
 
     backend = choose_backend(args.backend, device=args.device, workers=args.workers)
@@ -866,9 +884,7 @@ def cmd_regime(args) -> int:
         close = getattr(backend, "close", None)
         if close is not None:
             close()
-    others = [m for m in regime.read(args.out, claim.id) or []
-              if m["declared"].get("scale") != args.scale]
-    path = regime.write(args.out, claim.id, others + done)
+    path = regime.write(args.out, claim.id, kept + done)
     print(f"wrote {path}")
     for m in done:
         ch = m["chosen"]

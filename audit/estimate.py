@@ -156,14 +156,23 @@ def seconds_per_seed(claim: Claim, ctx: RunContext, cache_root=None,
     use either (a missing dataset) is the AuditError the run would raise."""
     import json
 
+    import math
+    import sys
+
+    from .errors import AuditError
+    from .safeio import read_regular
+
     path = _stored_path(cache_root, claim, ctx) if cache_root is not None else None
-    if path is not None and path.exists():
+    if path is not None and (path.is_symlink() or path.parent.is_symlink()):
+        path = None  # as the run cache: a link is never followed, read or written through
+    if path is not None and path.is_file():
         try:
-            est = json.loads(path.read_text(encoding="utf-8"))
-            value = float(est["per_seed_s"])
-            if value >= 0:
-                return value
-        except (OSError, ValueError, KeyError, TypeError, RecursionError):
+            est = json.loads(read_regular(path, "stored estimate").decode("utf-8"))
+            value = est["per_seed_s"]
+            if isinstance(value, (int, float)) and not isinstance(value, bool) \
+                    and math.isfinite(value) and value >= 0:
+                return float(value)
+        except (AuditError, OSError, ValueError, KeyError, TypeError, RecursionError):
             pass  # a bad stored estimate is measured again
     overrides = {k: v for k, v in ctx.config.items() if claim.scales[ctx.scale].get(k) != v}
     # an AuditError (a missing dataset, a bad config) is raised: it is the run's error too,
@@ -175,9 +184,13 @@ def seconds_per_seed(claim: Claim, ctx: RunContext, cache_root=None,
     if path is not None:
         from .safeio import atomic_write
 
-        path.parent.mkdir(parents=True, exist_ok=True)
-        atomic_write(path, json.dumps({"per_seed_s": per_seed, "estimate": est},
-                                      sort_keys=True, default=str))
+        try:  # a store that fails (a folder in the way, a read-only cache) only warns
+            path.parent.mkdir(parents=True, exist_ok=True)
+            atomic_write(path, json.dumps({"per_seed_s": per_seed, "estimate": est},
+                                          sort_keys=True, default=str))
+        except (AuditError, OSError) as exc:
+            print(f"audit: warning: the estimate was not stored ({exc})", file=sys.stderr)
+            path = None
     progress(f"{claim.id}: estimate {per_seed:.1f} s per seed at {ctx.scale} "
              f"(audit estimate, stored in {path.parent if path else 'memory'})")
     return per_seed

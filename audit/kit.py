@@ -171,6 +171,10 @@ def family_outcome(match: Sequence[bool], beaten: Sequence[bool], needed: Sequen
     "<comparison>: <n> pairs" each) where a seed count would, else ``needs_other``. Its
     error rates are those of ``any_of`` (docs/STATISTICS.md): the caller splits alpha
     over the family."""
+    match, beaten = list(match), list(beaten)
+    if not match or len(match) != len(beaten):
+        raise ValueError(f"family_outcome needs one match and one beaten flag per "
+                         f"comparison, at least one; got {len(match)} and {len(beaten)}")
     if any(match):
         return Outcome.CONFIRMED, ""
     if all(beaten):
@@ -208,6 +212,8 @@ def planted_accuracy(correct, drop: float, rng: np.random.Generator) -> float:
     correct one is marked wrong with probability min(1, drop / accuracy): a handicap of
     expected size ``drop`` (the whole accuracy when it is below ``drop``), random, so the
     planted copy varies over seeds as a real effect would. Draw ``rng`` from the seed."""
+    if isinstance(drop, bool) or not math.isfinite(float(drop)) or float(drop) < 0:
+        raise ValueError(f"the planted drop must be a finite number >= 0; got {drop!r}")
     ok = np.asarray(correct, dtype=bool).ravel()
     if ok.size == 0:
         return float("nan")
@@ -243,6 +249,10 @@ def arm_means(table: Mapping[str, Any], arms: Sequence[str], key: str, unit: str
 def per_seed_table(title: str, table: Mapping[str, Any], arms: Sequence[str],
                    seeds: Sequence[int], digits: int = 4, note: str = "") -> Table:
     """A table with a row per seed and a column per arm (values rounded to ``digits``)."""
+    wrong = [a for a in arms if len(table[a]) != len(seeds)]
+    if wrong:
+        raise ValueError(f"per_seed_table {title!r}: arm {wrong[0]!r} has "
+                         f"{len(table[wrong[0]])} values for {len(seeds)} seeds")
     return Table(title, ("seed", *arms),
                  tuple((s, *(round(float(table[arm][i]), digits) for arm in arms))
                        for i, s in enumerate(seeds)), note)
@@ -260,6 +270,8 @@ def misbehaving_seeds(table: Mapping[str, Any], arms: Sequence[str], seeds: Sequ
     out: dict[str, list[tuple[int, str]]] = {}
     for arm in arms:
         x = np.asarray(table[arm], dtype=float)
+        if x.shape != (len(seeds),):
+            raise ValueError(f"arm {arm!r}: {x.size} values for {len(seeds)} seeds")
         fin = np.isfinite(x)
         med = float(np.median(x[fin])) if fin.any() else math.nan
         mad = float(1.4826 * np.median(np.abs(x[fin] - med))) if fin.sum() >= 5 else 0.0
@@ -276,16 +288,18 @@ def misbehaving_seeds(table: Mapping[str, Any], arms: Sequence[str], seeds: Sequ
 
 
 def misbehaviour_table(flags: Mapping[str, list[tuple[int, str]]], n_seeds: int,
-                       metric: str, chance: float | None = None) -> Table:
+                       metric: str, chance: float | None = None,
+                       outlier_mads: float = OUTLIER_MADS) -> Table:
     """The table of :func:`misbehaving_seeds`: per arm, how many of the ``n_seeds`` seeds
-    misbehaved (the arm's own rate) and which, with how."""
+    misbehaved (the arm's own rate) and which, with how (``outlier_mads``: the threshold
+    the flags were made with, for the note)."""
     rows = tuple((arm, f"{len(f)}/{n_seeds}", round(len(f) / max(n_seeds, 1), 4),
                   ", ".join(f"{s} ({how})" for s, how in f) or "none")
                  for arm, f in flags.items())
     floor = "" if chance is None else f", collapsed: at or below chance ({chance:g})"
     return Table(f"Collapsed, diverged or outlying seeds ({metric})",
                  ("arm", "seeds", "rate", "which"), rows,
-                 f"diverged: not finite{floor}; outlier: more than {OUTLIER_MADS:g} scaled "
+                 f"diverged: not finite{floor}; outlier: more than {outlier_mads:g} scaled "
                  "MADs on the bad side of the arm's median. Per-seed differences are "
                  "skewed where an arm misbehaves on some seeds: the three-way rule holds "
                  "its error rates where none does, and with 5-15 % of seeds collapsed "

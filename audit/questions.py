@@ -26,7 +26,7 @@ import math
 from dataclasses import dataclass
 from typing import Any, Iterable, Mapping, Sequence
 
-from audit.verdict import Combination, Outcome, Part
+from audit.verdict import ALL_OUTCOMES, Combination, Outcome, Part
 
 #: What a question is: a ``proof`` (mathematics: an identity, a theorem, an exact count or
 #: byte count; more seeds cannot move it), an ``experiment`` (decided from runs over
@@ -52,7 +52,11 @@ class Question:
         kind: one of :data:`QUESTION_KINDS`.
         how: ``"all"``: CONFIRMED when every part is, REFUTED when any is (and none is
             CONFIRMED), SPLIT when parts go both ways; ``"any"``: CONFIRMED when any part
-            is, REFUTED when all are.
+            is (and none is REFUTED), REFUTED when all are, SPLIT when parts go both
+            ways. The outcome one part carries alone (REFUTED under "all", CONFIRMED
+            under "any") counts, where k > 1 of the question's experiments can reach it,
+            only from a part whose rule ran at an ``alpha_share`` of at most 1/k
+            (Bonferroni, as :func:`audit.verdict.all_of`); derivations always count.
         decides: what would decide it, shown while it is INCONCLUSIVE and its parts name
             nothing (e.g. "the paper's effect must first reproduce: paper scale").
         sweeps: the claim's sweep settings (``Analysis.settings``) are rows of this
@@ -137,9 +141,24 @@ def answer(question: Question, parts: Mapping[str, Part | Mapping],
     mine = [parts[i] for i in question.parts]
     words = [str(get(p, "verdict").value if isinstance(get(p, "verdict"), Outcome)
                  else get(p, "verdict")) for p in mine]
-    verdict = combine_words(words, question.how)
-    reason = "; ".join(f"{get(p, 'id')}: {w}" + (f" ({get(p, 'reason')})"
-                                                 if get(p, "reason") else "")
+    # the union guard of verdict.all_of / any_of, per question: where k > 1 of its
+    # experiments can carry the union outcome alone (REFUTED under "all", CONFIRMED under
+    # "any"), one counts only if its test ran at a share of at most 1/k of alpha
+    # (Bonferroni); a derivation's word is a computation, with no error rate to split
+    union = "CONFIRMED" if question.how == "any" else "REFUTED"
+    tests = [p for p in mine if get(p, "kind", "experiment") == "experiment"
+             and union in (get(p, "reachable") or ALL_OUTCOMES)]
+    k = len(tests)
+    dropped = {get(p, "id") for p in tests if k > 1 and str(get(p, "verdict").value if
+               isinstance(get(p, "verdict"), Outcome) else get(p, "verdict")) == union
+               and not _share_ok(get(p, "alpha_share"), k)}
+    counted = ["INCONCLUSIVE" if get(p, "id") in dropped else w for p, w in zip(mine, words)]
+    verdict = combine_words(counted, question.how)
+    reason = "; ".join(f"{get(p, 'id')}: {w}"
+                       + (f" (not counted toward {union}: alpha share "
+                          f"{_share_text(get(p, 'alpha_share'))}, above 1/{k})"
+                          if get(p, "id") in dropped else "")
+                       + (f" ({get(p, 'reason')})" if get(p, "reason") else "")
                        for p, w in zip(mine, words))
     needs = ""
     if verdict == "INCONCLUSIVE":
@@ -159,6 +178,32 @@ def answer(question: Question, parts: Mapping[str, Part | Mapping],
             "reason": reason, "needs": needs, "caveat": caveat, "rows": rows,
             "scale": scale, "gated": any(bool(get(p, "gated")) for p in mine),
             "settings_split": len({r["verdict"] for r in rows}) > 1}
+
+
+def _diverged_answer(question: Question, part: Part | Mapping, scale: str) -> dict:
+    """A question of a run whose units diverged (``audit.runner.diverged_analysis``: one
+    ``diverged`` part, no statistic computed): INCONCLUSIVE, with the diverged reason and
+    what would decide it, whatever kind of question it is."""
+    def get(key):
+        return part.get(key, "") if isinstance(part, Mapping) else getattr(part, key, "")
+
+    return {"id": question.id, "asks": question.asks, "fields": list(question.fields),
+            "parts": list(question.parts), "kind": question.kind,
+            "verdict": Outcome.INCONCLUSIVE.value, "reason": f"diverged: {get('reason')}",
+            "needs": str(get("needs")), "caveat": "", "rows": [], "scale": scale,
+            "gated": False, "settings_split": False}
+
+
+def _share_ok(share, k: int) -> bool:
+    try:
+        return share is not None and float(share) <= 1.0 / k + 1e-12
+    except (TypeError, ValueError):
+        return False
+
+
+def _share_text(share) -> str:
+    return "undeclared" if share is None else f"{share:.3g}" \
+        if isinstance(share, (int, float)) else "unreadable"
 
 
 def default_question(claim) -> Question:
@@ -181,6 +226,8 @@ def answers(claim, parts: Sequence[Part | Mapping], analysis: Any = None,
     settings = tuple(getattr(analysis, "settings", ()) or ())
     caveats = dict(getattr(analysis, "caveats", {}) or {})
     qs = tuple(getattr(claim, "questions", ()) or ())
+    if "diverged" in by_id and qs and any(i not in by_id for q in qs for i in q.parts):
+        return [_diverged_answer(q, by_id["diverged"], scale) for q in qs]
     if not qs:
         q = default_question(claim)
         out = answer(q, by_id, settings, caveats.get(q.id, ""), scale) if all(

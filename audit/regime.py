@@ -47,13 +47,18 @@ STATUSES = ("shows", "reverses", "unclear")
 RULE = ("A cell **shows** the paper's effect when the two-sided {level:.0%} Student-t "
         "interval of the paired per-seed difference A - B ({a} - {b}, {metric}, validation "
         "data) lies above 0, **reverses** it when the interval lies below 0, and is "
-        "**unclear** otherwise. The cells with the highest means get more seeds (the "
-        "second rung), and the chosen cell is the one among them that shows the effect "
-        "with the highest lower bound; a cell that shows it on the first rung's seeds "
-        "alone is not chosen (among many cells one does by chance). When none shows it, "
+        "**unclear** otherwise. {choice} When none shows it, "
         "none is chosen and the scale keeps its stated setting. A screen on few tuning "
         "seeds picks the best of many cells, so its numbers are optimistic; the verdict is "
         "read on fresh verdict seeds.")
+#: RULE's {choice}: with a second rung / without one (refine or refine_seeds 0)
+CHOICE_RUNG = ("The cells with the highest means get more seeds (the second rung), and the "
+               "chosen cell is the one among them that shows the effect with the highest "
+               "lower bound; a cell that shows it on the first rung's seeds alone is not "
+               "chosen (among many cells one does by chance).")
+CHOICE_ONE_RUNG = ("There is no second rung: the chosen cell is the one that shows the "
+                   "effect with the highest lower bound on the first rung's seeds (among "
+                   "many cells one may show it by chance, so read the choice with care).")
 
 
 def cell_stats(diffs: Sequence[float], level: float) -> dict:
@@ -132,9 +137,10 @@ def _effect_specs(specs, effect: Sequence[str], claim_id: str) -> list:
                 raise AuditError(f"{claim_id}: arm {g!r} has settings "
                                  f"{', '.join(sorted({str(s.setting) for s in exact}))} "
                                  f"a seed; name one as {g}/SETTING")
+        if not exact:  # a mistyped arm/setting would map nothing and read as a finding
+            raise AuditError(f"{claim_id}: no units of the regime map's group {g!r} (an "
+                             f"arm, or ARM/SETTING of a setting the arm has)")
         out += [s for s in exact if s not in out]
-    if not out:
-        raise AuditError(f"{claim_id}: no units of {' or '.join(effect)}")
     return out
 
 
@@ -227,7 +233,8 @@ def run(claim: Claim, rmap: RegimeMap, *, cache, backend, device: str = "cpu",
             cells[i] = {**cells[i], **summarise(merged), "refined": True}
     chosen = choose(cells, rmap.b_floor)
     env = environment(device)
-    rule = RULE.format(level=rmap.level, a=_name(rmap, 0), b=_name(rmap, 1),
+    choice = CHOICE_RUNG if rmap.refine and rmap.refine_seeds else CHOICE_ONE_RUNG
+    rule = RULE.format(choice=choice, level=rmap.level, a=_name(rmap, 0), b=_name(rmap, 1),
                        metric=" and ".join(dict.fromkeys(rmap.metrics())))
     if rmap.b_floor is not None:
         rule += FLOOR_RULE.format(b=_name(rmap, 1), floor=rmap.b_floor,
@@ -279,7 +286,22 @@ def read(out_dir: Path, claim_id: str) -> list[dict] | None:
 
 
 def _num(x: Any) -> bool:
-    return x is None or (isinstance(x, (int, float)) and not isinstance(x, bool))
+    """None, or a number a float holds (an int of 10**400 is refused: it overflows the
+    report's formatting)."""
+    if x is None:
+        return True
+    if not isinstance(x, (int, float)) or isinstance(x, bool):
+        return False
+    try:
+        float(x)
+    except OverflowError:
+        return False
+    return True
+
+
+def _real(x: Any) -> bool:
+    """A finite number (what a declaration's sizes and levels must be)."""
+    return _num(x) and x is not None and math.isfinite(float(x))
 
 
 def shape_problem(doc: Any, claim_id: str) -> str | None:
@@ -302,10 +324,14 @@ def shape_problem(doc: Any, claim_id: str) -> str | None:
             return "a declaration without axes (lists of values) or an effect (two names)"
         if not all(_num(d.get(k)) for k in ("seeds", "refine", "refine_seeds", "budget_s",
                                             "budget_units", "level", "b_floor")) or \
+                not all(_real(d.get(k)) for k in ("seeds", "level")) or \
                 not isinstance(d.get("fixed", {}), dict):
             return "a declaration whose sizes are not numbers"
         if not all(isinstance(m.get(k, {}), dict) for k in ("spent", "environment")):
             return "a map whose spending or environment is not an object"
+        if not all(_num(v) for v in m.get("spent", {}).values()
+                   if isinstance(v, (int, float))):
+            return "a map whose spending holds a number too large to read"
         cells = m.get("cells")
         if not isinstance(cells, list) or not cells:
             return "a map without cells"
@@ -318,6 +344,10 @@ def shape_problem(doc: Any, claim_id: str) -> str | None:
             if not all(isinstance(c.get(k, []), list) and all(_num(x) for x in c.get(k, []))
                        for k in ("a", "b", "diff", "seeds")):
                 return "a cell whose per-seed values are not lists of numbers"
+        keys = list(d["axes"])
+        placed = [tuple(str(c["labels"].get(k)) for k in keys) for c in cells]
+        if len(set(placed)) != len(placed):
+            return "two cells with the same labels (one would hide the other in the figure)"
         ch = m.get("chosen")
         if ch is not None and (not isinstance(ch, int) or isinstance(ch, bool)
                                or not 0 <= ch < len(cells)):
@@ -451,14 +481,19 @@ def figure(doc: Mapping) -> bytes | None:
         plt.close(fig)
 
 
+def _row_key(m: Mapping, c: Mapping) -> tuple:
+    """A cell's row: its labels on every axis but the last, as a tuple (joined text would
+    put "a, b" / "c" and "a" / "b, c" in one row)."""
+    return tuple(str(c["labels"].get(k)) for k in list(m["declared"]["axes"])[:-1])
+
+
 def _rows(m: Mapping) -> list[str]:
-    keys = list(m["declared"]["axes"])
     seen = []
     for c in m["cells"]:
-        r = ", ".join(str(c["labels"].get(k)) for k in keys[:-1]) or "-"
+        r = _row_key(m, c)
         if r not in seen:
             seen.append(r)
-    return seen
+    return [", ".join(r) or "-" for r in seen]
 
 
 def _cols(m: Mapping) -> list[str]:
@@ -477,8 +512,9 @@ def _grid(m: Mapping):
     grid = np.full((len(rows), len(cols)), np.nan)
     marks = {}
     sym = {"shows": "+", "reverses": "-", "unclear": "?"}
+    row_keys = list(dict.fromkeys(_row_key(m, c) for c in m["cells"]))
     for i, c in enumerate(m["cells"]):
-        r = rows.index(", ".join(str(c["labels"].get(k)) for k in keys[:-1]) or "-")
+        r = row_keys.index(_row_key(m, c))
         k = cols.index(str(c["labels"].get(keys[-1])))
         mean = c["stats"]["mean"]
         grid[r, k] = mean if _num(mean) and mean is not None else np.nan

@@ -77,6 +77,9 @@ def module_name(claim_id: str) -> str:
     """The Python module name of a claim id (``my-claim`` -> ``my_claim``)."""
     check_name(claim_id, "claim id", "audit new")
     name = re.sub(r"[-.]", "_", claim_id).lower()
+    if name == "declarations":  # the package of the claims' declarations has that name
+        raise AuditError(f"audit new: claim id {claim_id!r} would be shadowed by the "
+                         f"package's declarations folder; choose another id")
     if not name.isidentifier() or keyword.iskeyword(name) or not claim_id[0].isalpha():
         raise AuditError(f"audit new: claim id {claim_id!r} must start with a letter and "
                          f"give a Python module name once '-' and '.' become '_'")
@@ -181,6 +184,15 @@ def write(claim_id: str, arxiv: str, out_dir: Path | str = ".",
             raise AuditError(f"audit new: {str(path)!r} exists; refusing to overwrite it "
                              f"(choose another claim id or --out-dir)")
         todo[path] = text
+    # every folder checked before the first file is written: a refusal (a symlinked
+    # folder) writes nothing, as promised, and a rerun is not refused by half a claim
+    for folder in dict.fromkeys(p.parent for p in todo):
+        cur = out
+        for part in folder.relative_to(out).parts:
+            cur = cur / part
+            if cur.is_symlink() or (cur.exists() and not cur.is_dir()):
+                raise AuditError(f"audit new: refusing to write into {str(cur)!r}: it is a "
+                                 f"symbolic link or not a folder")
     written = []
     for path, text in todo.items():
         make_dir(out, path.parent)
@@ -425,6 +437,9 @@ CLAIM = Claim(
     combination=COMBINATION,
     questions=QUESTIONS,
     stochastic=True,
+    # what `audit tune` and regime maps may read: the clients' validation accuracy, never
+    # final_acc / init_acc / planted_acc (the test set the verdict reads)
+    validation_metrics=("val_acc",),
     default_seeds=DEFAULT_SEEDS,
     scales=SCALES,
     run=run,

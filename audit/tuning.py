@@ -146,6 +146,11 @@ class RegimeMap:
             raise AuditError(f"regime map at {self.scale}: effect must be two groups (A, B)")
         if not self.axes or any(not isinstance(v, tuple) or not v for v in self.axes.values()):
             raise AuditError(f"regime map at {self.scale}: every axis needs a tuple of values")
+        for key, values in self.axes.items():  # two cells printed alike would share one
+            shown = [v.label if isinstance(v, Setting) else str(v) for v in values]  # square
+            if len(set(shown)) != len(shown):
+                raise AuditError(f"regime map at {self.scale}: axis {key!r} repeats a "
+                                 f"value or label ({', '.join(shown)})")
         if self.seeds < 2 or self.refine < 0 or self.refine_seeds < 0 or \
                 self.refine_seeds == 1:
             raise AuditError(f"regime map at {self.scale}: at least 2 seeds a cell, and a "

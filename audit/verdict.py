@@ -417,8 +417,8 @@ def _any_of(verdicts: Sequence[Outcome]) -> Outcome:
 
 def _over(part_ids: Sequence[str] | None, how: Callable[[Sequence[Outcome]], Outcome]):
     def combine(parts: Sequence[Part]) -> Outcome:
-        if part_ids is None:
-            return how([p.verdict for p in parts])
+        if part_ids is None:  # every part but the measurements, which never vote
+            return how([p.verdict for p in parts if p.kind != "measurement"])
         by_id = {p.id: p.verdict for p in parts}
         missing = [i for i in part_ids if i not in by_id]
         if missing:

@@ -524,7 +524,10 @@ def test_noise_rule_and_premise_reach_every_outcome():
 
 
 def _part(pid, v):
-    return Part(pid, Outcome(v), "", "")
+    # the kind each part really has: a derivation's word is never split by the question's
+    # Bonferroni guard (the bounds question's two parts are derivations)
+    kinds = {r.part: r.kind for r in LB.CLAIM.rules}
+    return Part(pid, Outcome(v), "", "", kind=kinds.get(pid, "experiment"))
 
 
 def _question_words(parts):

@@ -600,3 +600,31 @@ def test_a_cluster_backend_stores_no_machine(toy, tmp_path):
     assert entries and all("machine" not in json.loads(p.read_text()) for p in entries)
     again = execute(toy.CLAIM, _ctx(toy.CLAIM), cache=cache, progress=False)
     assert again.cached_elsewhere == again.cached == len(entries)
+
+
+def test_a_diverged_run_of_a_claim_with_questions_answers_every_one(diverging_toy, toy,
+                                                                    tmp_path, monkeypatch,
+                                                                    capsys):
+    """`--set lr=1e9` on a built-in claim was a KeyError traceback: its questions asked
+    for parts the diverged analysis does not compute. Every question is INCONCLUSIVE
+    with the diverged reason, and the report is written."""
+    from audit.questions import Question
+
+    asked = dataclasses.replace(diverging_toy, questions=(
+        Question("gain", "does better beat base?", ("falsifier",), ("gain",)),))
+    monkeypatch.setattr(toy, "CLAIM", asked)
+    out = tmp_path / "r"
+    assert main(["run", "toy-claim", "--out", str(out), "--quiet"]) == 0
+    assert "toy-claim: INCONCLUSIVE" in capsys.readouterr().out
+    data = json.loads((out / "toy-claim.json").read_text())
+    (q,) = data["questions"]
+    assert q["verdict"] == "INCONCLUSIVE" and q["reason"].startswith("diverged: ")
+    assert q["needs"] and "diverged" in (out / "toy-claim.md").read_text()
+
+
+def test_all_parts_never_counts_a_measurement():
+    from audit.verdict import ALL_PARTS, Part
+
+    exp = Part("e", Outcome.CONFIRMED, "r", "x")
+    meas = Part("m", Outcome.INCONCLUSIVE, "r", "x", kind="measurement")
+    assert ALL_PARTS([exp, meas]) == Outcome.CONFIRMED

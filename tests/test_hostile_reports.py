@@ -84,7 +84,7 @@ def test_a_config_key_cannot_close_its_code_span_into_raw_html(data):
 
 def _regime_maps(key: str, label: str) -> list[dict]:
     return [{"declared": {"axes": {key: [1]}, "effect": ["better", "base"],
-                          "scale": "smoke", "seeds": 3},
+                          "scale": "smoke", "seeds": 3, "level": 0.9},
              "cells": [{"stats": {"status": "shows", "mean": 1.0, "sd": 1.0, "n": 3,
                                   "low": 0.5, "high": 1.5},
                         "labels": {key: label}, "a": [1.0], "b": [0.0]}],

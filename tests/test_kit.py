@@ -202,3 +202,28 @@ def test_a_family_flip_rests_on_what_its_outcome_rests_on():
     # REFUTED or INCONCLUSIVE: the smallest flip of any comparison
     assert kit.family_flip(tws, Outcome.REFUTED)["flip"] == 0.1
     assert kit.family_flip({"w": tws["w"]}, Outcome.INCONCLUSIVE)["flip"] is None
+
+
+def test_kit_helpers_refuse_degenerate_input():
+    """An empty family was REFUTED (all([]) is True); a NaN drop planted a copy that got
+    everything wrong; a short column was an IndexError; the note named the default MADs
+    whatever threshold made the flags."""
+    import numpy as np
+    import pytest
+
+    from audit import kit
+
+    with pytest.raises(ValueError, match="at least one"):
+        kit.family_outcome([], [], [], needs_seeds="", needs_other="")
+    with pytest.raises(ValueError, match="one match and one beaten flag"):
+        kit.family_outcome([False], [True, True], [], needs_seeds="", needs_other="")
+    rng = np.random.default_rng(0)
+    for bad in (float("nan"), -0.1, float("inf")):
+        with pytest.raises(ValueError, match="planted drop"):
+            kit.planted_accuracy([True, False, True], bad, rng)
+    with pytest.raises(ValueError, match="2 values for 3 seeds"):
+        kit.per_seed_table("t", {"a": [1.0, 2.0]}, ["a"], [0, 1, 2])
+    with pytest.raises(ValueError, match="2 values for 3 seeds"):
+        kit.misbehaving_seeds({"a": [1.0, 2.0]}, ["a"], [0, 1, 2])
+    flags = kit.misbehaving_seeds({"a": [1.0] * 6}, ["a"], list(range(6)), outlier_mads=2)
+    assert "more than 2 scaled" in kit.misbehaviour_table(flags, 6, "acc", outlier_mads=2).note

@@ -58,11 +58,13 @@ def test_a_gated_question_names_the_premise_not_a_seed_count():
 
 
 def test_parts_of_one_question_going_both_ways_are_split():
+    # each test at half the alpha (two can carry the union outcome alone: Bonferroni)
     q = Question("both", "?", (), ("a", "b"))
-    parts = {"a": _part("a", "CONFIRMED"), "b": _part("b", "REFUTED")}
+    parts = {"a": _part("a", "CONFIRMED", alpha_share=0.5),
+             "b": _part("b", "REFUTED", alpha_share=0.5)}
     assert questions.answer(q, parts)["verdict"] == "SPLIT"
     anyq = Question("any", "?", (), ("a", "b"), how="any")
-    assert questions.answer(anyq, {"a": _part("a", "CONFIRMED"),
+    assert questions.answer(anyq, {"a": _part("a", "CONFIRMED", alpha_share=0.5),
                                    "b": _part("b", "INCONCLUSIVE")})["verdict"] == "CONFIRMED"
 
 
@@ -197,3 +199,27 @@ def test_audit_lock_records_a_reports_verdicts_without_rerunning(toy, tmp_path, 
     assert claim.locks_path().read_text() == before
     err = capsys.readouterr().err
     assert "tuning run" in err and "Traceback" not in err
+
+
+def test_a_question_applies_the_union_guard_of_all_of():
+    """Two experiments that can each REFUTE a question alone: one REFUTED at the full alpha
+    (no declared share) does not count, as under verdict.all_of; at a share of 1/2 it
+    does; a derivation's word always counts (a computation has no error rate)."""
+    from audit.verdict import Outcome, Part, all_of
+
+    q = Question("q", "?", ("falsifier",), ("p1", "p2"))
+    p1 = Part("p1", Outcome.REFUTED, "r", "x", alpha_share=1.0)
+    p2 = Part("p2", Outcome.INCONCLUSIVE, "r", "x", alpha_share=1.0)
+    assert all_of(["p1", "p2"])([p1, p2]) == Outcome.INCONCLUSIVE
+    got = questions.answer(q, {"p1": p1, "p2": p2})
+    assert got["verdict"] == "INCONCLUSIVE" and "not counted toward REFUTED" in got["reason"]
+    assert questions.combination([q])([p1, p2]) == Outcome.INCONCLUSIVE
+    half = Part("p1", Outcome.REFUTED, "r", "x", alpha_share=0.5)
+    assert questions.answer(q, {"p1": half, "p2": p2})["verdict"] == "REFUTED"
+    proof = Part("p1", Outcome.REFUTED, "r", "x", kind="derivation")
+    assert questions.answer(q, {"p1": proof, "p2": p2})["verdict"] == "REFUTED"
+    anyq = Question("a", "?", ("falsifier",), ("p1", "p2"), how="any")
+    c1 = Part("p1", Outcome.CONFIRMED, "r", "x")
+    assert questions.answer(anyq, {"p1": c1, "p2": p2})["verdict"] == "INCONCLUSIVE"
+    c1 = Part("p1", Outcome.CONFIRMED, "r", "x", alpha_share=0.5)
+    assert questions.answer(anyq, {"p1": c1, "p2": p2})["verdict"] == "CONFIRMED"

@@ -111,7 +111,13 @@ def test_a_map_file_of_odd_types_is_refused_before_it_is_rendered(toy, tmp_path)
     for path, value in ((("declared", "axes"), {"effect": 5}),
                         (("declared", "effect"), ["a", 3]),
                         (("declared", "seeds"), "3"), (("spent",), []),
-                        (("cells", 0, "a"), ["x"]), (("cells", 0, "seeds"), 7)):
+                        (("cells", 0, "a"), ["x"]), (("cells", 0, "seeds"), 7),
+                        # a null level, and ints too large for a float, crashed the report
+                        (("declared", "level"), None), (("declared", "budget_s"), 10**400),
+                        (("spent", "wall_s"), 10**400), (("cells", 0, "stats", "mean"),
+                                                        10**400),
+                        # two cells printed alike: one hid the other in the figure
+                        (("cells", 1, "labels"), {"effect": 0.0})):
         doc = json.loads(json.dumps(good))
         node = doc["maps"][0]
         for key in path[:-1]:
@@ -212,3 +218,50 @@ def test_the_floor_is_declared_checked_and_printed(toy, tmp_path):
     assert text.count(f"(base below the floor {high:g})") == 2
     assert regime.shape_problem({"schema": regime.SCHEMA, "id": "x", "maps": [
         {**m, "declared": {**m["declared"], "b_floor": "20"}}]}, "x") is not None
+
+
+def test_a_map_refuses_repeated_labels_and_a_mistyped_group(toy, tmp_path):
+    """A repeated axis value drew two cells in one square (the chosen star was lost);
+    a mistyped arm/setting group mapped no units and read as "no cell shows it"."""
+    with pytest.raises(AuditError, match="repeats a value or label"):
+        _map(axes={"effect": (1.0, 0.0, 1.0)})
+    with pytest.raises(AuditError, match="repeats a value or label"):
+        _map(axes={"s": (Setting("s", {"effect": 0.0}), Setting("s", {"effect": 1.0}))})
+    with pytest.raises(AuditError, match="no units of the regime map's group 'better/typo'"):
+        regime.run(_claim(toy), _map(effect=("better/typo", "base")),
+                   cache=Cache(tmp_path / "c"), backend=LocalBackend())
+
+
+def test_rows_are_label_tuples_and_a_one_rung_rule_says_so(toy, tmp_path):
+    """Labels holding ", " put two rows in one; a map without a second rung printed the
+    two-rung rule."""
+    m = {"declared": {"axes": {"x": [], "y": []}}, "cells": [
+        {"labels": {"x": "a, b", "y": "c"}, "stats": {"mean": 1.0, "status": "shows"}},
+        {"labels": {"x": "a", "y": "b, c"}, "stats": {"mean": 2.0, "status": "unclear"}}]}
+    grid, marks = regime._grid(m)
+    assert grid.shape == (2, 2) and len(marks) == 2
+    one = regime.run(_claim(toy), _map(), cache=Cache(tmp_path / "c"), backend=LocalBackend())
+    assert "There is no second rung" in one["rule"]
+    two = regime.run(_claim(toy), _map(refine=1, refine_seeds=2), cache=Cache(tmp_path / "c"),
+                     backend=LocalBackend())
+    assert "the second rung" in two["rule"] and "no second rung" not in two["rule"]
+
+
+def test_audit_regime_reads_the_old_map_before_it_runs(toy, tmp_path, capsys, monkeypatch):
+    """A corrupt regime.json in --out was found only after every cell had run."""
+    from audit import claims as claims_mod
+    from audit.cli import main
+
+    claim = _claim(toy, regime_maps=(_map(),))
+    monkeypatch.setattr(claims_mod, "get", lambda cid: claim)
+    out = tmp_path / "M"
+    (out / "toy-claim").mkdir(parents=True)
+    (out / "toy-claim" / "regime.json").write_text('{"schema": "x"}')
+    from audit import safeio
+
+    (out / safeio.OUTPUT_MARKER).write_text("audit output\n")  # an audit output folder
+    toy.CALLS.clear()
+    assert main(["regime", "toy-claim", "--out", str(out), "--cache-dir",
+                 str(tmp_path / "c"), "--backend", "local"]) == 2
+    err = capsys.readouterr().err
+    assert "not a regime-map file" in err and not toy.CALLS, err

@@ -56,6 +56,8 @@ def _new(env, capsys, monkeypatch, claim_id, pkg, module_name, *side):
     # three-way rule decides nothing below 6 pairs
     assert checks.problems(claim) == []
     assert len(claim.default_seeds) >= 8
+    # tuning reads the validation accuracy only: final_acc is the verdict's test set
+    assert claim.validation_metrics == ("val_acc",)
     return out, said, module, claim
 
 
@@ -167,6 +169,7 @@ def test_new_refuses_to_overwrite_and_keeps_existing_package_files(tmp_path, cap
     ("ok-id", "2413.01234", "month"),
     ("ok-id", "2401.01234v0", "not an arXiv identifier"),
     ("flayer-masked-zero", "2412.07062", "already registered"),
+    ("declarations", "2401.01234", "shadowed by the package's declarations"),
 ])
 def test_new_refuses_bad_input_in_one_line(tmp_path, capsys, claim_id, paper, message):
     assert main(["new", claim_id, "--paper", paper, "--out-dir", str(tmp_path / "o")]) == 2
@@ -191,3 +194,18 @@ def test_arxiv_forms():
     assert scaffold.parse_arxiv("arXiv:2412.07062v3") == ("2412.07062", "3")
     assert scaffold.parse_arxiv("hep-th/9901001v2") == ("hep-th/9901001", "2")
     assert scaffold.parse_arxiv("math.AG/0309136") == ("math.AG/0309136", "1")
+
+
+def test_a_refused_folder_writes_nothing(tmp_path, capsys):
+    """A symlinked falsifiers/ folder was refused after the package files were written,
+    and the rerun was refused by them; every folder is now checked first."""
+    import os
+
+    out = tmp_path / "o"
+    out.mkdir()
+    (tmp_path / "elsewhere").mkdir()
+    os.symlink(tmp_path / "elsewhere", out / "falsifiers")
+    assert main(["new", "probe-gap", "--paper", "2401.01234", "--out-dir", str(out)]) == 2
+    assert "symbolic link" in capsys.readouterr().err
+    assert sorted(p.name for p in out.iterdir()) == ["falsifiers"]
+    assert not any((tmp_path / "elsewhere").iterdir())

@@ -279,3 +279,52 @@ def test_a_claim_declares_its_validation_metrics_and_tune_reads_only_those(toy, 
     assert test_metric_problem(toyclaim.CLAIM, "score") == ""
     declared = dataclasses.replace(toyclaim.CLAIM, validation_metrics=("other",))
     assert "not a validation metric" in test_metric_problem(declared, "score")
+
+
+def test_tune_refuses_empty_or_repeated_axes_and_prints_strict_json(toy, tmp_path, capsys):
+    """An empty axis printed nothing and exited 0; a repeated key dropped the first; a
+    metric that overflowed printed NaN and Infinity into --json; a claim without
+    validation_metrics is tuned with a warning that only the name was checked."""
+    import json
+
+    from audit.cli import main
+
+    base = ["tune", "toy-claim", "--arms", "base,better", "--metric", "score",
+            "--seeds", "2", "--cache-dir", str(tmp_path / "c")]
+    assert main(base + ["--grid", "effect=[]"]) == 2
+    assert "has no values" in capsys.readouterr().err
+    assert main(base + ["--grid", "effect=0.1", "--grid", "effect=0.9"]) == 2
+    assert "more than once" in capsys.readouterr().err
+    assert main(base + ["--grid", "effect=[1.7e308]", "--set", "noise=1e308", "--contrast",
+                        "better:base", "--json"]) == 0
+    captured = capsys.readouterr()
+    json.loads(captured.out, parse_constant=lambda c: pytest.fail(f"bare {c} in JSON"))
+    assert "declares no validation_metrics" in captured.err
+
+
+def test_a_stored_estimate_is_read_and_written_like_the_cache(toy, tmp_path, capsys):
+    """A link at estimates/ was written through; Infinity was read as an estimate; a
+    folder in the entry's place stopped full-scale runs before they began."""
+    import json
+    import os
+
+    from audit.estimate import _stored_path, seconds_per_seed
+
+    ctx = make_context(toy.CLAIM, "full", seeds=[0, 1, 2])
+    root = tmp_path / "c"
+    path = _stored_path(root, toy.CLAIM, ctx)
+    path.parent.mkdir(parents=True)
+    path.write_text(json.dumps({"per_seed_s": float("inf")}))
+    value = seconds_per_seed(toy.CLAIM, ctx, root, progress=lambda *_: None)
+    assert 0 <= value < float("inf")  # measured again, not the stored Infinity
+    path.unlink()
+    path.mkdir()  # a folder where the entry goes: a warning, and the run goes on
+    assert seconds_per_seed(toy.CLAIM, ctx, root, progress=lambda *_: None) >= 0
+    assert "was not stored" in capsys.readouterr().err
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    other = tmp_path / "c2"
+    other.mkdir()
+    os.symlink(outside, other / "estimates")
+    seconds_per_seed(toy.CLAIM, ctx, other, progress=lambda *_: None)
+    assert not any(outside.iterdir())

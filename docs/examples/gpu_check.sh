@@ -20,7 +20,8 @@ fail=0
 OUT=${OUT:-gpu-check}
 mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1 PYTHONPATH=$PWD AUDIT_CACHE=${AUDIT_CACHE:-/tmp/auditcache}
-DATA=${DATA:-/tmp/audit-random-cifar}
+# a fresh folder each run (the tests' writers refuse to write over an earlier copy)
+DATA=${DATA:-$(mktemp -d /tmp/audit-random-cifar.XXXXXX)/data}
 T0=$(date +%s)
 el() { echo "[t=$(( $(date +%s) - T0 ))s] $*"; }
 

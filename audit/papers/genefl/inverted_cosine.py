@@ -176,6 +176,7 @@ def _fair_decide(ev):
             f"seeds only{ev['size_txt']}: too few pairs to compare"), \
             "more seeds on which this control's gene differs from top-gamma's"
     out, _, needs, info = _accuracy_decide(ev)  # the same test on the seeds that differ
+    info = {**info, "alpha_share": ev.get("alpha_share", 1.0 / len(FAIR))}  # Bonferroni
     subset = ("" if ev["n_differ"] == ev["n"] else
               f" (the {ev['n_differ']} of {ev['n']} seeds where the genes differ)")
     return out, f"{ctl}{subset}: {ev['three_way'].reason}{ev['size_txt']}{ev['sens_txt']}", \
@@ -328,7 +329,7 @@ def evidence(results, ctx: RunContext) -> dict:
                           f"(mean over seeds), Jaccard overlap with top-gamma's layers "
                           f"{m['jaccard'].mean():.2f}",
               "sens_txt": base["sens_txt"], "resolution": resolution,
-              "vacuous_needs": D.FAIR_VACUOUS_NEEDS}
+              "vacuous_needs": D.FAIR_VACUOUS_NEEDS, "alpha_share": 1.0 / len(FAIR)}
         if len(keep) >= 2:
             fair_tw[arm] = ev["three_way"] = stats.three_way(
                 acc["top-gamma"][keep], acc[arm][keep], margin=0.0, equivalence_margin=d,

@@ -312,7 +312,8 @@ TABLE_SWEEP_NOTE = ("Agnostic-client accuracy, mean over seeds; each row its own
 FINDING_SIZE = (
     "In practice the Eq. 9 score is a size ranking: over the trained layers the cosines sit "
     "near 1, so xi follows 1/dim (Spearman {rho:.3f}) and top-gamma is the gamma smallest "
-    "layers (Jaccard {jz:.3f}); which layers it keeps says little about how they moved.")
+    "layers (Jaccard {jz:.3f}): it picks by size, and whether the smallest layers are also "
+    "the most stable ones is the question `top-gamma-keeps-stable` answers.")
 FINDING_REVERSAL = (
     "Reversing the selection: agnostic clients from the printed top-gamma gene score "
     "{diff:+.4f} against bottom-gamma (paired by seed), and the gene itself {premise:+.4f} "
