@@ -91,6 +91,12 @@ OUTCOMES = ("SUPPORTED", "FALSIFIED", "INCONCLUSIVE")
 # --------------------------------------------------------------------------- #
 
 
+#: The magnitudes a sample's largest |value| may take (0 aside): a cube of either end
+#: still lies inside float64's normal range, so a variance or a skewness is computed, not
+#: an overflow or an underflow to zero.
+MAGNITUDE_RANGE = (1e-100, 1e100)
+
+
 def _as_sample(x, name: str, min_n: int = 2) -> np.ndarray:
     """Return ``x`` as a 1-D float array, or raise a one-line ValueError."""
     arr = np.asarray(x, dtype=float)
@@ -104,6 +110,14 @@ def _as_sample(x, name: str, min_n: int = 2) -> np.ndarray:
     inf = np.flatnonzero(np.isinf(arr))
     if inf.size:
         raise ValueError(f"infinite value present in {name} at index {_indices(inf)}")
+    mag = float(np.max(np.abs(arr))) if arr.size else 0.0
+    if mag > MAGNITUDE_RANGE[1] or 0.0 < mag < MAGNITUDE_RANGE[0]:
+        # variances and skewness square and cube the values: outside this range they
+        # overflow or underflow float64, and an interval of zero width (or NaN) would
+        # decide as if the data had no spread
+        raise ValueError(f"{name} holds values of magnitude {mag:.3g}, outside "
+                         f"[{MAGNITUDE_RANGE[0]:g}, {MAGNITUDE_RANGE[1]:g}] where their "
+                         f"moments stay in float64's range; rescale the metric")
     return arr
 
 
@@ -155,6 +169,14 @@ def _sd(x: np.ndarray) -> float:
     return float(np.std(x, ddof=1))
 
 
+def _rounding_tol(scale):
+    """The spread that floating-point rounding alone can leave among values of magnitude
+    ``scale`` (a float or an array): 8 units in the last place. One definition for
+    :func:`_all_equal` and the three-way rule's ``_rule_arrays``, so "all equal" means
+    the same thing in a reported interval and in the verdict beside it."""
+    return 8 * np.finfo(float).eps * scale
+
+
 def _all_equal(x: np.ndarray, *inputs: np.ndarray) -> bool:
     """True when every value of ``x`` is the same up to floating-point rounding.
 
@@ -162,7 +184,7 @@ def _all_equal(x: np.ndarray, *inputs: np.ndarray) -> bool:
     of the inputs' magnitude counts, so ``b + 0.3`` against ``b`` is constant.
     """
     scale = max([float(np.max(np.abs(v))) for v in (x, *inputs)])
-    return bool(np.ptp(x) <= 8 * np.finfo(float).eps * scale)
+    return bool(np.ptp(x) <= _rounding_tol(scale))
 
 
 # scipy >= 1.15 renamed bootstrap's ``random_state`` to ``rng``.
@@ -417,12 +439,12 @@ def paired_difference(
     if method == "bca":
         _check_rng(rng)
 
-    if _all_equal(d, a_arr, b_arr) or not _sd(d) > 0:  # an SD that underflows: constant
+    sd = _sd(d)
+    if _all_equal(d, a_arr, b_arr) or not sd > 0:  # an SD that underflows: constant
         p_value = 0.0 if mean != 0.0 else 1.0
         effect = math.copysign(math.inf, mean) if mean != 0.0 else math.nan
         return PairedDifference(mean, 0.0, n, level, mean, mean, method, p_value, effect)
 
-    sd = _sd(d)
     with warnings.catch_warnings():
         # near-constant differences trigger scipy's precision-loss warning; the
         # result is still the correct (huge) t statistic.
@@ -599,14 +621,49 @@ def minimum_detectable_effect(n: int, alpha: float = 0.05, power: float = 0.8) -
     return _mde_cached(n, _check_alpha(alpha), _check_level(power, "power"))
 
 
+#: :func:`seeds_needed` searches no further: a plan past a million seeds is no plan
+SEEDS_NEEDED_CAP = 1_000_000
+
+
+def _paired_t_power(n: int, dz: float, alpha: float) -> float:
+    """Power of the two-sided paired t-test with ``n`` pairs at standardized effect
+    ``dz``: P(|T| > t_crit) for T = (Z + dz sqrt(n)) / sqrt(V / df), V ~ chi2(df),
+    df = n - 1: statsmodels' ``TTestPower().power``, and where its series gives no number
+    (a few pairs and a large noncentrality: NaN) the same probability integrated over V
+    (``scipy.integrate.quad``; the two agree to 1e-9 where both answer)."""
+    from scipy import integrate
+
+    with warnings.catch_warnings():  # statsmodels' series first: fast where it answers
+        warnings.simplefilter("ignore")
+        p = float(TTestPower().power(effect_size=dz, nobs=n, alpha=alpha,
+                                     alternative="two-sided"))
+    if math.isfinite(p):
+        return min(1.0, max(0.0, p))
+    df, nc = n - 1, dz * math.sqrt(n)
+    crit = float(_sps.t.ppf(1 - alpha / 2, df))
+    chi2 = _sps.chi2(df)
+
+    def tails(v: float) -> float:
+        s = crit * math.sqrt(v / df)
+        return (float(_sps.norm.sf(s - nc)) + float(_sps.norm.cdf(-s - nc))) * chi2.pdf(v)
+
+    # the chi-square mass lies around df; split there so quad sees the peak
+    cut = float(chi2.ppf(0.5))
+    p = sum(integrate.quad(tails, a, b, limit=200, epsabs=1e-13, epsrel=1e-11)[0]
+            for a, b in ((0.0, cut), (cut, math.inf)))
+    return min(1.0, max(0.0, p))
+
+
 def seeds_needed(effect: float, sd: float, alpha: float = 0.05, power: float = 0.8) -> int:
     """Pairs (seeds) a two-sided paired t-test needs to detect a mean
     difference ``effect`` when the differences have SD ``sd``.
 
-    ``ceil(TTestPower().solve_power(effect_size=|effect|/sd, nobs=None, ...))``,
-    at least 2 (Colas et al. 2018: pilot, then power analysis). Raises
-    ValueError when ``effect`` is 0 (no number of seeds detects it) or ``sd``
-    is not positive.
+    The smallest n >= 2 whose power (:func:`_paired_t_power`, the noncentral t that
+    statsmodels' ``TTestPower`` solves continuously) reaches ``power``: the ceiling of
+    ``TTestPower().solve_power(...)``, found by an integer search, which also answers
+    where the solver returns no number (an effect of 8 SD or more). Raises ValueError
+    when ``effect`` is 0 (no number of seeds detects it), ``sd`` is not positive, or more
+    than :data:`SEEDS_NEEDED_CAP` seeds would be needed.
     """
     effect, sd = float(effect), float(sd)
     if not (math.isfinite(effect) and math.isfinite(sd)):
@@ -617,20 +674,23 @@ def seeds_needed(effect: float, sd: float, alpha: float = 0.05, power: float = 0
         raise ValueError(f"sd must be positive; got {sd}")
     alpha = _check_alpha(alpha)
     power = _check_level(power, "power")
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        nobs = float(
-            TTestPower().solve_power(
-                effect_size=abs(effect) / sd, nobs=None, alpha=alpha, power=power,
-                alternative="two-sided",
-            )
-        )
-    if not math.isfinite(nobs):
-        raise ValueError(
-            f"power solver found no sample size for effect {effect} with sd {sd} "
-            f"(dz = {abs(effect) / sd:.3g})"
-        )
-    return max(2, math.ceil(nobs))
+    dz = abs(effect) / sd
+
+    def enough(n: int) -> bool:
+        return _paired_t_power(n, dz, alpha) >= power
+
+    if enough(2):
+        return 2
+    lo, hi = 2, 4  # enough(lo) is False; double hi until enough(hi)
+    while not enough(hi):
+        if hi >= SEEDS_NEEDED_CAP:
+            raise ValueError(f"more than {SEEDS_NEEDED_CAP} seeds would be needed for effect "
+                             f"{effect} with sd {sd} (dz = {dz:.3g})")
+        lo, hi = hi, min(2 * hi, SEEDS_NEEDED_CAP)
+    while hi - lo > 1:  # the power grows with n: the least n that is enough
+        mid = (lo + hi) // 2
+        lo, hi = (lo, mid) if enough(mid) else (mid, hi)
+    return hi
 
 
 def smallest_signflip_p(n: int) -> float:
@@ -728,7 +788,7 @@ def _rule_arrays(D, margin: float, d: float, alpha: float, inputs_scale: float =
     sd = D.std(axis=1, ddof=1)
     scale = np.maximum(np.max(np.abs(D), axis=1),
                        max(abs(margin) + abs(d), _finite_scale(inputs_scale)))
-    tol = 8 * np.finfo(float).eps * np.maximum(scale, 1e-300)
+    tol = _rounding_tol(np.maximum(scale, 1e-300))
     const = np.ptp(D, axis=1) <= tol
     skew = np.where(const, 0.0, _skew(D, axis=1))
     sd0 = np.where(const, 0.0, sd)

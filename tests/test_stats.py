@@ -662,11 +662,21 @@ def test_rounding_residue_of_the_inputs_decides_nothing():
 
 
 def test_overflow_underflow_and_power_are_clear():
-    d = stats_mod.paired_difference(np.arange(1, 11) * 1e-170, np.zeros(10))  # SD underflows
-    assert d.sd == 0.0 and d.low == d.high == d.mean
-    assert stats_mod.three_way(np.arange(1, 11) * 1e-310, np.zeros(10),
-                           equivalence_margin=1).outcome == "INCONCLUSIVE"
-    with pytest.raises(ValueError, match="overflow float64"):
+    # values whose squares or cubes leave float64 are refused, not decided on a
+    # zero-width (underflowed SD) or NaN interval: the rule read 1e-200 x data as
+    # SUPPORTED where the same data at scale 1 is INCONCLUSIVE
+    tiny = np.array([1.0] * 9 + [-5.0])
+    assert stats_mod.three_way(tiny, np.zeros(10), equivalence_margin=0.1).outcome == \
+        "INCONCLUSIVE"
+    for scale in (1e-200, 1e-170, 1e160):
+        for call in (lambda: stats_mod.paired_difference(tiny * scale, np.zeros(10)),
+                     lambda: stats_mod.three_way(tiny * scale, np.zeros(10),
+                                                 equivalence_margin=0.1 * scale),
+                     lambda: stats_mod.mean_interval(tiny * scale),
+                     lambda: stats_mod.tost_paired(tiny * scale, np.zeros(10), 3 * scale)):
+            with pytest.raises(ValueError, match="rescale the metric"):
+                call()
+    with pytest.raises(ValueError, match="overflow float64|rescale the metric"):
         stats_mod.paired_difference(np.full(10, 1e308) + np.arange(10) * 1e292,
                                 np.full(10, -1e308))
     for bad in (0, -1, 1.0, float("nan")):
