@@ -26,7 +26,8 @@ import math
 from dataclasses import dataclass
 from typing import Any, Iterable, Mapping, Sequence
 
-from audit.verdict import ALL_OUTCOMES, Combination, Outcome, Part
+from audit.verdict import (ALL_OUTCOMES, DIVERGED_PART, Combination, Outcome, Part,
+                           share_counts)
 
 #: What a question is: a ``proof`` (mathematics: an identity, a theorem, an exact count or
 #: byte count; more seeds cannot move it), an ``experiment`` (decided from runs over
@@ -171,13 +172,20 @@ def answer(question: Question, parts: Mapping[str, Part | Mapping],
         rows = [{"setting": str(s.get("setting")), "verdict": str(s.get("verdict")),
                  "base": bool(s.get("base")), "note": str(s.get("note", ""))}
                 for s in settings or () if isinstance(s, Mapping)]
+    # what the parts' own comparisons say together where the premise gate held some of
+    # them INCONCLUSIVE: shown beside the question's word, never in its place
+    own_words = [str(get(p, "ungated")) if str(get(p, "ungated") or "") in ALL_OUTCOMES
+                 else w for p, w in zip(mine, counted)]
+    alone = combine_words(own_words, question.how) if own_words != counted else ""
     if question.kind == "measurement":
         verdict = MEASURED
+        alone = ""
     return {"id": question.id, "asks": question.asks, "fields": list(question.fields),
             "parts": list(question.parts), "kind": question.kind, "verdict": verdict,
             "reason": reason, "needs": needs, "caveat": caveat, "rows": rows,
             "scale": scale, "gated": any(bool(get(p, "gated")) for p in mine),
-            "settings_split": len({r["verdict"] for r in rows}) > 1}
+            "settings_split": len({r["verdict"] for r in rows}) > 1,
+            **({"ungated": alone} if alone and alone != verdict else {})}
 
 
 def _diverged_answer(question: Question, part: Part | Mapping, scale: str) -> dict:
@@ -195,10 +203,7 @@ def _diverged_answer(question: Question, part: Part | Mapping, scale: str) -> di
 
 
 def _share_ok(share, k: int) -> bool:
-    try:
-        return share is not None and float(share) <= 1.0 / k + 1e-12
-    except (TypeError, ValueError):
-        return False
+    return share_counts(share, k)  # the claim's combination's own test
 
 
 def _share_text(share) -> str:
@@ -226,8 +231,8 @@ def answers(claim, parts: Sequence[Part | Mapping], analysis: Any = None,
     settings = tuple(getattr(analysis, "settings", ()) or ())
     caveats = dict(getattr(analysis, "caveats", {}) or {})
     qs = tuple(getattr(claim, "questions", ()) or ())
-    if "diverged" in by_id and qs and any(i not in by_id for q in qs for i in q.parts):
-        return [_diverged_answer(q, by_id["diverged"], scale) for q in qs]
+    if DIVERGED_PART in by_id and qs and any(i not in by_id for q in qs for i in q.parts):
+        return [_diverged_answer(q, by_id[DIVERGED_PART], scale) for q in qs]
     if not qs:
         q = default_question(claim)
         out = answer(q, by_id, settings, caveats.get(q.id, ""), scale) if all(
@@ -291,10 +296,20 @@ def headline_text(answers_: Sequence[Mapping]) -> str:
 
 
 # ---------------------------------------------------------------------------- scales
+def gated_text(word: str, ungated: str | None) -> str:
+    """A question's word, with what its comparisons alone said where the premise gate
+    overrode them: "INCONCLUSIVE (gated; the comparison alone: REFUTED)"."""
+    if not ungated or ungated == word:
+        return word
+    return f"{word} (gated; the comparison alone: {ungated})"
+
+
 def across_scales(by_scale: Mapping[str, Sequence[Mapping]]) -> list[dict]:
     """Per question, the verdict at every scale side by side and their combination: the
     common word when the scales agree, SPLIT when they do not (never one scale promoted
-    over another). ``by_scale``: scale -> that report's ``questions`` list."""
+    over another). ``by_scale``: scale -> that report's ``questions`` list. ``ungated``:
+    scale -> what the parts' own comparisons said where the premise gate held the
+    question INCONCLUSIVE (:func:`gated_text` shows it beside the word)."""
     order: list[str] = []
     table: dict[str, dict] = {}
     for scale, answers_ in by_scale.items():
@@ -303,10 +318,12 @@ def across_scales(by_scale: Mapping[str, Sequence[Mapping]]) -> list[dict]:
                 continue
             row = table.setdefault(a["id"], {"id": a["id"], "asks": a.get("asks", ""),
                                              "kind": a.get("kind", ""), "by_scale": {},
-                                             "caveats": {}, "reasons": {}})
+                                             "caveats": {}, "reasons": {}, "ungated": {}})
             if a["id"] not in order:
                 order.append(a["id"])
             row["by_scale"][scale] = str(a.get("verdict"))
+            if str(a.get("ungated") or "") in ALL_OUTCOMES:  # the gate's overridden word
+                row["ungated"][scale] = str(a["ungated"])
             if a.get("reason"):
                 row["reasons"][scale] = " ".join(str(a["reason"]).split())
             if a.get("caveat"):

@@ -1099,7 +1099,7 @@ DIVERGED_RULE = ("A seeded run whose result holds a NaN (training diverged) deci
 def diverged_analysis(claim_id: str, diverged: Mapping[RunSpec, str], n_units: int):
     """The Analysis and the INCONCLUSIVE Verdict of a run in which units diverged."""
     from audit.claims import Analysis
-    from audit.verdict import Combination, Estimate, Part
+    from audit.verdict import DIVERGED_PART, Combination, Estimate, Part
 
     by_arm: dict[str, list[str]] = {}
     for spec in sorted(diverged, key=lambda s: (s.setting, s.arm,
@@ -1112,7 +1112,7 @@ def diverged_analysis(claim_id: str, diverged: Mapping[RunSpec, str], n_units: i
               f"{listed}")
     needs = ("settings under which training stays finite (e.g. a smaller learning rate; "
              "the scale's defaults)")
-    part = Part("diverged", Outcome.INCONCLUSIVE, DIVERGED_RULE, reason, needs)
+    part = Part(DIVERGED_PART, Outcome.INCONCLUSIVE, DIVERGED_RULE, reason, needs)
     estimates = (Estimate("diverged_units", float(len(diverged)), n=n_units, method="count",
                           unit="units", description="units whose result holds a NaN"),)
     analysis = Analysis(estimates=estimates, parts=(part,),

@@ -15,7 +15,7 @@ from __future__ import annotations
 import enum
 import math
 from dataclasses import asdict, dataclass, field, replace
-from typing import Callable, Iterable, Mapping, Sequence
+from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from audit.stats import Interval  # the shared (low, high) named tuple
 
@@ -111,6 +111,12 @@ KINDS = ("experiment", "derivation", "measurement")
 ALL_OUTCOMES = ("CONFIRMED", "REFUTED", "INCONCLUSIVE")
 
 
+#: The id of the one part a run whose units diverged (NaN) is decided by
+#: (:func:`audit.runner.diverged_analysis`); :func:`audit.questions.answers` reads it to
+#: answer every question INCONCLUSIVE rather than from parts that were never computed.
+DIVERGED_PART = "diverged"
+
+
 @dataclass(frozen=True)
 class Part:
     """The decision on one part of a reviewer's claim.
@@ -120,7 +126,9 @@ class Part:
     comparison, the smallest change of one seed's metric that would change the decisive
     test (in ``unit``); ``resolution``: the metric's smallest step (one test example).
     ``gated``: the part explains the paper's effect and went through
-    :func:`premise_gate` (it can be decided only where the premise is reproduced).
+    :func:`premise_gate` (it can be decided only where the premise is reproduced);
+    ``ungated``: the verdict its own comparison gave where the gate held it INCONCLUSIVE
+    (shown beside the question's word, never as it).
     ``alpha_share``: the share of the claim's alpha the part's rule was applied at (1/k
     for a Bonferroni share of k); None when not declared. A union path of
     :func:`all_of` / :func:`any_of` counts a part only at a share of at most 1/k
@@ -139,6 +147,9 @@ class Part:
     unit: str = ""
     gated: bool = False
     alpha_share: float | None = None
+    # what the part's own comparison said where premise_gate overrode it to INCONCLUSIVE
+    # (the premise not reproduced); "" where nothing was overridden
+    ungated: str = ""
 
     @property
     def fragile(self) -> bool:
@@ -152,7 +163,8 @@ class Part:
                 "reachable": list(self.reachable), "flip": _clean(self.flip),
                 "resolution": _clean(self.resolution), "unit": self.unit,
                 "fragile": self.fragile, "gated": self.gated,
-                "alpha_share": _clean(self.alpha_share)}
+                "alpha_share": _clean(self.alpha_share),
+                **({"ungated": self.ungated} if self.ungated else {})}
 
     @classmethod
     def from_dict(cls, d: Mapping) -> "Part":
@@ -161,7 +173,8 @@ class Part:
                    kind=d.get("kind", "experiment"),
                    reachable=tuple(d.get("reachable", ALL_OUTCOMES)),
                    flip=d.get("flip"), resolution=d.get("resolution"), unit=d.get("unit", ""),
-                   gated=bool(d.get("gated", False)), alpha_share=d.get("alpha_share"))
+                   gated=bool(d.get("gated", False)), alpha_share=d.get("alpha_share"),
+                   ungated=str(d.get("ungated") or ""))
 
 
 PREMISE_STATUSES = ("reproduced", "not reproduced", "undecided")
@@ -229,7 +242,7 @@ def premise_gate(part: Part, premise: Premise | None) -> Part:
         first = (f"the paper's effect shown first ({premise.effect}: {premise.status} at "
                  f"this scale)")
         return replace(part, needs=f"{first}; then {part.needs}" if part.needs else first)
-    return replace(part, verdict=Outcome.INCONCLUSIVE,
+    return replace(part, verdict=Outcome.INCONCLUSIVE, ungated=part.verdict.value,
                    reason=(f"premise not reproduced at this scale ({premise.effect}: "
                            f"{premise.status}); the comparison alone said "
                            f"{part.verdict.value}: {part.reason}"),
@@ -377,19 +390,24 @@ class Combination:
         return [p for p in parts if p.id in self.parts]
 
     def union_size(self, parts: Sequence[Part]) -> int:
-        """k: the entering parts that can reach the union outcome (their ``reachable``)."""
+        """k: the entering experiments that can reach the union outcome (their
+        ``reachable``). A derivation's word is a computation, with no error rate to
+        split: it is not one of the k and always counts (as in
+        :func:`audit.questions.answer`)."""
         if self.union is None:
             return 0
-        return sum(1 for p in self.entering(parts) if self.union in p.reachable)
+        return sum(1 for p in self.entering(parts)
+                   if p.kind == "experiment" and self.union in p.reachable)
 
     def uncounted(self, parts: Sequence[Part]) -> list[Part]:
-        """Entering parts whose union outcome does not count: decided at an alpha share
-        above 1/k (or undeclared) while k > 1 parts can reach the union outcome."""
+        """Entering experiments whose union outcome does not count: decided at an alpha
+        share that is not in (0, 1/k] (above it, undeclared, or not a share at all: NaN,
+        0, negative) while k > 1 experiments can reach the union outcome."""
         k = self.union_size(parts)
         if self.union is None or k <= 1:
             return []
-        return [p for p in self.entering(parts) if p.verdict.value == self.union
-                and (p.alpha_share is None or p.alpha_share > 1.0 / k + 1e-12)]
+        return [p for p in self.entering(parts) if p.kind == "experiment"
+                and p.verdict.value == self.union and not share_counts(p.alpha_share, k)]
 
     def __call__(self, parts: Sequence[Part]) -> Outcome:
         drop = {p.id for p in self.uncounted(parts)}
@@ -397,6 +415,18 @@ class Combination:
             parts = [replace(p, verdict=Outcome.INCONCLUSIVE) if p.id in drop else p
                      for p in parts]
         return Outcome(self.combine(parts))
+
+
+def share_counts(share: Any, k: int) -> bool:
+    """True when ``share`` is a declared alpha share in (0, 1/k] (Bonferroni over k parts
+    that can each carry a union outcome alone); None, NaN, 0, a negative number or a
+    non-number do not count. One test for the claim's combination and the questions'."""
+    try:
+        x = float(share)
+    except (TypeError, ValueError):
+        return False
+    return share is not None and not isinstance(share, bool) and math.isfinite(x) \
+        and 0.0 < x <= 1.0 / k + 1e-12
 
 
 def _all_of(verdicts: Sequence[Outcome]) -> Outcome:
