@@ -32,6 +32,15 @@ def cnn():
     return build_model("cnn", 10, 1, 8, width=0.5)
 
 
+def hooked_cnn():
+    """The chain CNN with a forward hook that halves its first convolution's output: the
+    grouped chain calls kernels, not modules, so it must leave such a model to vmap."""
+    m = cnn()
+    first = next(mod for mod in m.modules() if isinstance(mod, torch.nn.Conv2d))
+    first.register_forward_hook(lambda mod, inputs, out: out * 0.5)
+    return m
+
+
 def _strip(h):
     d = h.to_dict()
     d.pop("seconds")
@@ -69,6 +78,7 @@ CASES = {
                      dict(momentum=0.5)),
     "client-chunk-4": (cnn, lambda: Algorithm(), dict(client_chunk=4, momentum=0.9)),
     "carry-over-rule": (cnn, lambda: Algorithm(chain(weighted_mean(), carry_over())), dict()),
+    "forward-hook": (hooked_cnn, lambda: Algorithm(), dict()),
 }
 
 

@@ -137,11 +137,31 @@ def _op_of(node, modules) -> Optional[_Op]:
     raise _Unsupported(node.op)
 
 
+_HOOK_DICTS = ("_forward_hooks", "_forward_pre_hooks", "_backward_hooks",
+               "_backward_pre_hooks")
+_GLOBAL_HOOKS = ("_global_forward_hooks", "_global_forward_pre_hooks",
+                 "_global_backward_hooks", "_global_backward_pre_hooks")
+
+
+def _has_hooks(model: nn.Module) -> bool:
+    """True when a module hook (on any submodule, or registered for every module) could
+    change what the model computes: the chain calls kernels, not the modules, so it
+    would skip the hook where the engine's ``vmap`` path (``functional_call``) runs it."""
+    from torch.nn.modules import module as _module
+
+    if any(getattr(_module, name, None) for name in _GLOBAL_HOOKS):
+        return True
+    return any(getattr(m, name, None) for m in model.modules() for name in _HOOK_DICTS)
+
+
 def compile_chain(model: nn.Module) -> Optional["Chain"]:
     """A :class:`Chain` for ``model`` if it is a plain layer chain (module docstring),
-    else None. Every parameter must belong to exactly one layer of the chain."""
+    else None. Every parameter must belong to exactly one layer of the chain, and no
+    module hook may be registered (:func:`_has_hooks`)."""
     import torch.fx
 
+    if _has_hooks(model):
+        return None
     try:
         graph = torch.fx.symbolic_trace(model).graph
     except Exception:  # control flow on values, unsupported Python: not a plain chain
