@@ -206,13 +206,22 @@ def test_direction_reaches_each_declared_outcome_and_is_a_derivation():
 
 def test_selection_reaches_each_outcome_and_prints_its_thresholds():
     IC = _ic()
-    base = {"rho": 0.9, "n_updates": 5, "j_high": 0.8, "j_low": 0.5}
-    cases = {Outcome.CONFIRMED: (0.9, 0.9), Outcome.REFUTED: (0.3, 0.9),
-             Outcome.INCONCLUSIVE: (0.6, 0.6)}
-    for want, (js, jz) in cases.items():
-        p = IC.RULE_SELECTION({**base, "j_stable": js, "j_size": jz},
-                              params={"j_high": 0.7, "j_low": 0.4})
-        assert p.verdict == want and "at least 0.7" in p.rule
+    base = {"rho": 0.9, "n_updates": 5, "j_high": 0.8, "j_low": 0.5, "level": 0.95,
+            "n_seeds": 10}
+    # (mean, interval) of the overlap with the most stable and with the smallest layers
+    cases = [(Outcome.CONFIRMED, (0.9, (0.85, 0.95)), (0.9, (0.85, 0.95))),
+             (Outcome.REFUTED, (0.3, (0.2, 0.4)), (0.9, (0.85, 0.95))),
+             (Outcome.INCONCLUSIVE, (0.6, (0.5, 0.7)), (0.6, (0.5, 0.7))),
+             # the mean clears 0.8 but the seeds' interval does not: no verdict on it
+             (Outcome.INCONCLUSIVE, (0.83, (0.76, 0.9)), (0.9, (0.85, 0.95)))]
+    for want, (js, js_ci), (jz, jz_ci) in cases:
+        p = IC.RULE_SELECTION({**base, "j_stable": js, "j_size": jz, "j_stable_ci": js_ci,
+                               "j_size_ci": jz_ci}, params={"j_high": 0.8, "j_low": 0.5})
+        assert p.verdict == want and "at or above 0.8" in p.rule and "t interval" in p.rule
+    confirmed = IC.RULE_SELECTION({**base, "j_stable": 0.9, "j_size": 0.9,
+                                   "j_stable_ci": (0.85, 0.95), "j_size_ci": (0.85, 0.95)},
+                                  params={"j_high": 0.8, "j_low": 0.5})
+    assert "cannot be told apart" in confirmed.reason  # size and stability coincide
 
 
 def _accuracy_part(a, b, sensitive=True, d=0.02):

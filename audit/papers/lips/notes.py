@@ -39,7 +39,9 @@ ITEMS = {
         reason=DEFINITION + " (the middle-layer set)"),
     "referee_report.minor_comments[2]": Note(
         "When the mask is applied relative to aggregation should be stated plainly.",
-        reason=PRESENTATION + " (the two readings agree)"),
+        reason=PRESENTATION + " (the reviewer reads the two descriptions as consistent when "
+                              "the end-of-round broadcast counts as the aggregation's outcome; "
+                              "a request to say so, which no run of ours tests)"),
     "referee_report.minor_comments[3]": Note(
         "Ablation text and Table 4 list different Dirichlet alphas.", reason=PRESENTATION),
     "referee_report.minor_comments[4]": Note(

@@ -283,15 +283,19 @@ QUESTIONS = (
              fields=("skeptic_critique.concrete_test",), parts=("isotropic-test",), kind="proof"),
     Question(id="score-meets-assumption-b",
              asks="Do the blocks the score picks fail to hold 1 - delta of the squared gradient "
-                  "norm, i.e. is Assumption (b) unsupported by the score?",
-             fields=("falsifier", "referee_report.major_comments[1]"), parts=("assumption-b",)),
+                  "norm, as Assumption (b) requires? (The reason says whether any pick of "
+                  "the same number of blocks could hold it, i.e. whether the score or the "
+                  "update portion is what fails.)",
+             fields=("falsifier", "referee_report.major_comments[1]",
+                     "skeptic_critique.load_bearing_attack"), parts=("assumption-b",)),
     Question(id="gain-within-noise",
              asks="On our runs, is FedTLU's gain over Random no larger than the gap the paper "
                   "itself reports?", fields=("referee_report.major_comments[3]",),
              parts=("noise",)),
     Question(id="three-runs-resolve",
              asks="Can three runs without a spread tell a gap of the paper's size from seed "
-                  "noise? (CONFIRMED: they cannot)", fields=("referee_report.major_comments[3]",),
+                  "noise? (CONFIRMED: they cannot)",
+             fields=("referee_report.major_comments[3]", "skeptic_critique.load_bearing_attack"),
              parts=("three-runs",)),
     Question(id="minimum-reading",
              asks="Does the unstated reading of the minimum perplexity (per seed then averaged, "
@@ -300,7 +304,8 @@ QUESTIONS = (
              kind="measurement"),
     Question(id="consistently-better-wording",
              asks="Do the paper's own printed tables contradict 'consistently outperforms'?",
-             fields=("referee_report.major_comments[2]",), parts=("printed-tables",),
+             fields=("referee_report.major_comments[2]", "skeptic_critique.load_bearing_attack"),
+             parts=("printed-tables",),
              kind="proof"),
 )
 PREMISE_ESTIMATE = ("{st} (Table III's setting is noisy): Random - FedTLU, positive = FedTLU "

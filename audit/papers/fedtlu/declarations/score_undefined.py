@@ -5,7 +5,9 @@ for the aggregated change dW of a layer with n entries. Review record 001
 (``referee_report.minor_comments[0]``): the score has no value when std(dW) = 0, which a
 frozen or unselected layer produces, and the paper does not say what happens then.
 
-What we compute (exact; no seeds):
+What we compute (no training seeds: two derivations, checked exactly or on a seeded
+sweep, and one seeded simulation, ``planted-pick``, an experiment with exact binomial
+intervals):
 
 - ``undefined``: the printed formula evaluated literally in float64 (numpy, population
   std, no guard; :func:`literal_score`) on updates whose std is 0: all-zero (a frozen
@@ -118,7 +120,7 @@ RULE_INVARIANT = dict(part="scale-invariant", kind="derivation", text=(
     f"|mean|/sd); REFUTED when a change under scaling exceeds {DEPENDS_TOL:g}; "
     "INCONCLUSIVE otherwise. A derivation (the identity ||dW||^2/n = mean^2 + var), checked "
     "numerically on a seeded sweep; it is reported beside the verdict and does not enter it."))
-RULE_PLANTED = dict(part="planted-pick", kind="derivation", text=(
+RULE_PLANTED = dict(part="planted-pick", kind="experiment", text=(
     "Planted two-block quadratics (score() of the guarded arm; {n} seeded instances per "
     "family, {m} entries a block): a quiet block whose update lowers the loss against a "
     "loud block (about 100 times the norm) whose move raises it, in three families "
@@ -129,11 +131,12 @@ RULE_PLANTED = dict(part="planted-pick", kind="derivation", text=(
     "level). CONFIRMED (the score does not pick by usefulness) when in some family the "
     "noise block is picked significantly more often, or neither side rejects and the "
     "interval lies inside [{lo}, {hi}] (a coin flip); REFUTED when the useful block is "
-    "picked significantly more often in every family; INCONCLUSIVE otherwise. A "
-    "demonstration of the identity above rather than an experiment: a score that is a "
-    "function of mean^2/var alone must flip a coin on the symmetric zero-mean family and "
-    "follow the one-signed block in the others, so for this score the outcome is fixed by "
-    "construction; the rule would separate a score that saw usefulness."))
+    "picked significantly more often in every family; INCONCLUSIVE otherwise. An "
+    "experiment on seeded draws, so its rates carry sampling error (hence the intervals "
+    "and tests), not a proof: the identity above predicts it (a score that is a function "
+    "of mean^2/var alone flips a coin on the symmetric zero-mean family and follows the "
+    "one-signed block in the others), and the rule would separate a score that saw "
+    "usefulness."))
 
 # the rules' reasons (templates the decisions fill)
 UNDEFINED_CONFIRMED = (
@@ -167,7 +170,7 @@ QUESTIONS = (
              asks="The falsifier's first half: planted a quiet block whose update lowers the "
                   "loss against a loud block whose update is noise, does the score fail to pick "
                   "the useful one reliably?",
-             fields=("falsifier",), parts=("planted-pick",), kind="proof",
+             fields=("falsifier",), parts=("planted-pick",), kind="experiment",
              decides="the planted families' pick rates (exact binomial intervals)"),
 )
 # `scale-invariant` is the project's own finding (the reviewer did not raise it): reported

@@ -396,7 +396,8 @@ QUESTIONS = (
     Question(id="accuracy-collapse",
              asks="Run as printed, does the rule cost more accuracy than FLAYER's reported lead "
                   "over its baselines, against a working server rule?",
-             fields=("skeptic_critique.load_bearing_attack",), parts=("collapse",),
+             fields=("skeptic_critique.load_bearing_attack", "skeptic_critique.concrete_test"),
+             parts=("collapse",),
              sweeps=True,
              decides="the paper's own effect (FLAYER beats FedAvg) must first reproduce: "
                      "the paper's setting (--scale paper: CIFAR-100, ResNet-18, 75 rounds; "

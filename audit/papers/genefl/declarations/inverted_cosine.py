@@ -130,11 +130,14 @@ RULE_DIRECTION = (
     "INCONCLUSIVE when the model has no two layers of equal size.")
 RULE_SELECTION = (
     "Selection statistics on the top-gamma arm's real client updates (last round, every "
-    "client of every cluster, every seed; exact, no interval): CONFIRMED when the mean "
-    "Jaccard overlap of top-gamma by xi with the gamma highest-cosine (most stable) layers "
-    "is at least {j_high}; REFUTED when it is below {j_low} while the overlap with the "
-    "gamma smallest layers is at least {j_high}; INCONCLUSIVE otherwise. Thresholds are "
-    "stated choices fixed before the run (0.8: about one layer in ten differs).")
+    "client of every cluster), one mean Jaccard overlap per seed, decided on the "
+    "two-sided (1 - alpha) Student-t interval of their mean over the seeds (alpha the "
+    "look's): CONFIRMED when the interval of the overlap of top-gamma by xi with the gamma "
+    "highest-cosine (most stable) layers lies at or above {j_high}; REFUTED when it lies "
+    "below {j_low} while the interval of the overlap with the gamma smallest layers lies at "
+    "or above {j_high}; INCONCLUSIVE otherwise. Thresholds are stated choices fixed before "
+    "the run (0.8: about one layer in ten differs). (Until 2026-12-04 the thresholds applied "
+    "to the mean itself, as if the seeds' mean had no sampling error.)")
 RULE_ACCURACY = (
     "The reviewer's own test, in both directions: agnostic-client accuracy after the fixed "
     "local steps, top-gamma (A) vs bottom-gamma (B), paired by seed. {rule}; equivalence "
@@ -178,9 +181,14 @@ RULE_GAMMA_SWEEP = (
     "REFUTED, INCONCLUSIVE otherwise (rows that disagree: the outcome depends on gamma).")
 
 #: the assay sensitivity in the accuracy parts' reasons (base setting; a sweep cell)
-SENSITIVITY = (" Assay sensitivity at d = {d}: top-gamma minus its planted copy (planted "
-               "{d}, up to one test example) = {mean:.4f}, {level:g}% CI [{low:.4f}, "
-               "{high:.4f}] -> {seen}.")
+SENSITIVITY = (" Assay sensitivity at d = {d}: top-gamma minus its planted copy (round(d "
+               "x n) of each client's n test predictions made wrong) = {mean:.4f}, "
+               "{level:g}% CI [{low:.4f}, {high:.4f}] -> {seen}.{short}")
+#: SENSITIVITY's {short}, where the realised handicap is under half of d (clients with
+#: fewer than about 1/d test examples get a rounded share of 0 or 1 example)
+SENSITIVITY_SHORT = (" The realised handicap is {mean:.4f}, not d: clients hold few test "
+                     "examples, so round(d x n) falls short; what was detected is that gap, "
+                     "smaller than d.")
 SENSITIVITY_CELL = (" Assay sensitivity here: top-gamma minus its planted copy {mean:.4f} "
                     "-> {seen}.")
 
