@@ -25,6 +25,7 @@ does not exist, or a folder with no records, is a fatal error (:class:`AuditErro
 from __future__ import annotations
 
 import json
+import re
 import sys
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -231,6 +232,20 @@ def _entry_verdict(data: Mapping, ref: str | None, claim=None) -> str | None:
     return None
 
 
+def _entry_ungated(data: Mapping, ref: str | None, claim=None) -> str:
+    """What question ``ref``'s comparisons alone said where the premise gate held it
+    INCONCLUSIVE in one report ("" where nothing was overridden)."""
+    from audit import questions
+
+    if ref is None:
+        return ""
+    for q in questions.of_report(data, claim):
+        if q.get("id") == ref:
+            word = str(q.get("ungated") or "")
+            return word if word in ("CONFIRMED", "REFUTED") else ""
+    return ""
+
+
 def _verdict(claim, ref: str | None, out: Path) -> tuple[str, str | None]:
     """(verdict text, scale) of a claim's question (or part) from its reports: ``out`` and,
     where it exists, ``out/full``. Both scales side by side when both exist, with the
@@ -246,8 +261,11 @@ def _verdict_needs(claim, ref: str | None, out: Path
     it). A tuning run (tuning seeds) is no verdict and is named as such."""
     from audit import report
 
+    from audit import questions
+
     found: dict[str, str] = {}
     needs: dict[str, str] = {}
+    alone: dict[str, str] = {}  # scale -> the word the premise gate overrode, if any
     older: dict[str, str] = {}  # scale -> the commit of a report by earlier claim code
     left_out: list[str] = []  # what a scale's report is, where it gives no verdict
     for folder, label in report.scale_folders(out):  # from reports/full, reports/ too
@@ -273,6 +291,7 @@ def _verdict_needs(claim, ref: str | None, out: Path
         scale = str(data.get("scale"))
         if scale not in found:
             older[scale] = report.earlier_code(data, claim)
+            alone[scale] = _entry_ungated(data, ref, claim)
         found.setdefault(scale, v)
         if v not in DECIDED and v != "MEASURED":
             n = _entry_needs(data, ref, claim)
@@ -283,22 +302,23 @@ def _verdict_needs(claim, ref: str | None, out: Path
         return f"{shown}; {'; '.join(left_out)}", None, "", ()
     if not found:
         return "not run", None, "", ()
-    rank = {"smoke": 0, "full": 1, "paper": 2}  # the same order from either folder
-    found = dict(sorted(found.items(), key=lambda kv: (rank.get(kv[0], 3), kv[0])))
-    needs = dict(sorted(needs.items(), key=lambda kv: (rank.get(kv[0], 3), kv[0])))
+    # the same order from either folder
+    found = dict(sorted(found.items(), key=lambda kv: report.scale_rank(kv[0])))
+    needs = dict(sorted(needs.items(), key=lambda kv: report.scale_rank(kv[0])))
     if any(v in DECIDED for v in found.values()):
         needs = {}  # decided at some scale: nothing more is needed to decide it
     need = (next(iter(needs.values())) if len(needs) == 1 and len(found) == 1 else
             "; ".join(f"{s}: {n}" for s, n in needs.items()))
     if len(found) == 1:
         scale, v = next(iter(found.items()))
-        return v, scale, need, (v,)
+        return questions.gated_text(v, alone.get(scale)), scale, need, (v,)
     words = set(found.values())
     word = next(iter(words)) if len(words) == 1 else "SPLIT"
     if len(words) == 1:  # the scales agree: an earlier code's report changes nothing
         older = {}
-    return (f"{word} ({', '.join(f'{s} {v}' + _earlier(older.get(s)) for s, v in found.items())})",
-            None, need, tuple(found.values()))
+    each = ", ".join(f"{s} {questions.gated_text(v, alone.get(s))}" + _earlier(older.get(s))
+                     for s, v in found.items())
+    return f"{word} ({each})", None, need, tuple(found.values())
 
 
 def _earlier(commit: str | None) -> str:
@@ -324,7 +344,7 @@ def declared_fields(claim) -> list[tuple[str, str | None]]:
 
 def cover_record(record: Mapping, source: str, registry: Mapping, out: Path,
                  items: list[tuple[str, str | None]] | None = None) -> RecordCoverage:
-    arxiv = record["arxiv_id"]
+    arxiv = re.sub(r"v\d+$", "", record["arxiv_id"].strip())  # 2412.07062v3: the paper
     claims = [c for c in registry.values() if c.paper.arxiv_id == arxiv]
     paper = claims[0].paper.short if claims else None
     if paper is None:
@@ -338,7 +358,14 @@ def cover_record(record: Mapping, source: str, registry: Mapping, out: Path,
                             f"{', '.join(sorted(claims_mod.RECORDS))}); its items are "
                             "listed as not covered")
         claims = []
-    notes = papers.notes(arxiv)
+    known = claims_mod.RECORD_IDS.get(arxiv)
+    if claims and known and "id" in record and record.get("id") != known:
+        # the questions name items by position: another review's items are other points
+        cov.problems.append(f"record id {str(record.get('id'))[:60]!r} is not the review "
+                            f"these claims answer ({known}): its items are matched by "
+                            "position, so they are listed as not covered")
+        claims = []
+    notes = papers.notes(arxiv) if not cov.problems else None
     items = record_items(record) if items is None else items
     paths = {p for p, _ in items}
     by_path: dict[str, list[Cover]] = {}

@@ -183,6 +183,11 @@ def _shape_problem(data: Mapping) -> str | None:
                and all(r in _VERDICTS for r in p.get("reachable", _VERDICTS))
                for p in data["parts"]):
         return f"each entry of 'parts' needs 'reachable' as a list of {', '.join(_VERDICTS)}"
+    for key, named in (("estimates", "name"), ("parts", "id")):  # what decides: unique
+        names = [str(x[named]) for x in data[key]]
+        if len(names) != len(set(names)):
+            twice = sorted({n for n in names if names.count(n) > 1})
+            return f"each {named} must appear once in {key!r} (repeated: {', '.join(twice)})"
     for f in data.get("figures") or []:
         if not isinstance(f.get("series"), list) or not all(
                 isinstance(s, Mapping) for s in f["series"]):
@@ -268,13 +273,25 @@ def _level(level: Any) -> str:
     return f"{100 * float(level):.4g}%"
 
 
+#: How an interval method reads in a report: the two Hall intervals of one paired
+#: difference differ (the three-way rule widens its own for skewness), so each says which
+#: it is and which one decides.
+METHOD_LABELS = {"hall": "Hall's t, descriptive",
+                 "robust-hall": "Hall's t widened for skewness: the rule's, which decides"}
+
+
+def _method_label(method: Any) -> str:
+    return METHOD_LABELS.get(str(method or ""), str(method or ""))
+
+
 def _ci(e: Mapping) -> str:
     """``[low, high] (level, method)``: an interval labelled with its coverage and the
     method that made it, so two intervals of one number (the rule's and a robust one) are
     never read as the same; "" without bounds."""
     if e.get("low") is None or e.get("high") is None:
         return ""
-    label = ", ".join(x for x in (_level(e.get("level")), str(e.get("method") or "")) if x)
+    label = ", ".join(x for x in (_level(e.get("level")), _method_label(e.get("method")))
+                      if x)
     return f"[{_fmt(e['low'])}, {_fmt(e['high'])}]" + (f" ({label})" if label else "")
 
 
@@ -287,8 +304,8 @@ def _estimate_rows(estimates: list[Mapping]) -> list[list]:
             level = _level(e.get("level"))
             interval = (f"[{_fmt(e['low'])}, {_fmt(e['high'])}]"
                         + (f" ({level})" if level else ""))
-        rows.append([f"`{e['name']}`", e["value"], interval, e.get("n"), e.get("method", ""),
-                     e.get("description", "")])
+        rows.append([f"`{e['name']}`", e["value"], interval, e.get("n"),
+                     _method_label(e.get("method", "")), e.get("description", "")])
     return rows
 
 
@@ -389,7 +406,11 @@ def render_markdown(data: Mapping, figure_dir: str | None = None) -> str:
     lines += ["## Verdict by part", ""]
     lines += [_table(["part", "kind", "verdict", "reachable", "flip distance", "how it decided"],
                      [[p["id"], _kind(p) + (", gated" if p.get("gated") else ""),
+                       # a measurement carries no verdict (its stored outcome is a
+                       # placeholder): MEASURED, as its question reads
+                       "MEASURED" if p.get("kind") == "measurement" else
                        f"**{p['verdict']}**" + (" (fragile)" if p.get("fragile") else ""),
+                       "—" if p.get("kind") == "measurement" else
                        ", ".join(p.get("reachable", [])), _flip_cell(p), p.get("reason", "")]
                       for p in data["parts"]]), ""]
     if any(p.get("kind") == "derivation" for p in data["parts"]):
@@ -554,7 +575,9 @@ def question_section(data: Mapping, lock_txt: str = "",
                                          else "")
         rows.append([f"`{q['id']}`: {q.get('asks', '')}", kind,
                      f"**{q['verdict']}**" + (" (settings split)" if q.get("settings_split")
-                                               else ""),
+                                               else "")
+                     + (f" (gated; the comparison alone: {q['ungated']})"
+                        if q.get("ungated") in ("CONFIRMED", "REFUTED") else ""),
                      data["scale"], fields or "—",
                      ", ".join(f"`{p}`" for p in q.get("parts", [])), decide or "—"])
         for r in q.get("rows", []):
@@ -841,30 +864,43 @@ def _key(k: Any) -> str:
     return t if len(t) <= 60 else t[:57] + "..."
 
 
+_LINE = object()  # _walk's marker of a difference line queued on its stack
+
+
 def _walk(a: Any, b: Any, path: str, tol: tuple[float, float], out: list[str],
           limit: int) -> None:
-    if len(out) >= limit:
-        return
-    if isinstance(a, Mapping) and isinstance(b, Mapping):
-        for k in sorted(set(a) | set(b), key=str):
-            if k not in a or k not in b:
-                out.append(f"{path}.{_key(k)}: only in "
-                           f"{'the second' if k not in a else 'the first'}")
-            else:
-                _walk(a[k], b[k], f"{path}.{_key(k)}", tol, out, limit)
-    elif isinstance(a, list) and isinstance(b, list):
-        if len(a) != len(b):
-            out.append(f"{path}: {len(a)} items != {len(b)}")
-        for i, (x, y) in enumerate(zip(a, b)):
-            _walk(x, y, f"{path}[{i}]", tol, out, limit)
-    elif (_text_differs(a, b, *tol) if isinstance(a, str) and isinstance(b, str)
-          else _num_differs(a, b, *tol)):
-        a_txt, b_txt = str(a), str(b)
-        if isinstance(a, str) and isinstance(b, str):  # from the first character that differs
-            i = next((j for j, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
-            cut = max(0, i - 20)
-            a_txt, b_txt = (("..." if cut else "") + t[cut:cut + 80] for t in (a, b))
-        out.append(f"{path}: {safeio.term_text(a_txt)[:90]} != {safeio.term_text(b_txt)[:90]}")
+    """Append to ``out`` every difference between ``a`` and ``b`` under ``path``, depth
+    first, at most ``limit`` lines. With an explicit stack, not recursion: a report nested
+    as deep as the JSON reader allows is compared, not a RecursionError."""
+    stack = [(a, b, path)]
+    while stack and len(out) < limit:
+        a, b, path = stack.pop()
+        if a is _LINE:  # a line queued below, written in its place in the order
+            out.append(path)
+        elif isinstance(a, Mapping) and isinstance(b, Mapping):
+            todo = []
+            for k in sorted(set(a) | set(b), key=str):
+                if k not in a or k not in b:
+                    todo.append((_LINE, None, f"{path}.{_key(k)}: only in "
+                                 f"{'the second' if k not in a else 'the first'}"))
+                else:
+                    todo.append((a[k], b[k], f"{path}.{_key(k)}"))
+            stack.extend(reversed(todo))
+        elif isinstance(a, list) and isinstance(b, list):
+            todo = [(_LINE, None, f"{path}: {len(a)} items != {len(b)}")] \
+                if len(a) != len(b) else []
+            todo += [(x, y, f"{path}[{i}]") for i, (x, y) in enumerate(zip(a, b))]
+            stack.extend(reversed(todo))
+        elif (_text_differs(a, b, *tol) if isinstance(a, str) and isinstance(b, str)
+              else _num_differs(a, b, *tol)):
+            a_txt, b_txt = str(a), str(b)
+            if isinstance(a, str) and isinstance(b, str):  # from the first differing character
+                i = next((j for j, (x, y) in enumerate(zip(a, b)) if x != y),
+                         min(len(a), len(b)))
+                cut = max(0, i - 20)
+                a_txt, b_txt = (("..." if cut else "") + t[cut:cut + 80] for t in (a, b))
+            out.append(f"{path}: {safeio.term_text(a_txt)[:90]} != "
+                       f"{safeio.term_text(b_txt)[:90]}")
 
 
 def _keyed(items: Any, key: str) -> Any:
@@ -877,10 +913,18 @@ def _keyed(items: Any, key: str) -> Any:
             and not isinstance(x.get(key), bool) for x in items):
         return items
     out, seen = {}, {}
+    taken = {str(x[key]) for x in items}  # a later "name#2" of its own is never overwritten
     for x in items:
         name = str(x[key])
         seen[name] = seen.get(name, 0) + 1
-        out[name if seen[name] == 1 else f"{name}#{seen[name]}"] = x
+        label = name
+        if seen[name] > 1:
+            k = seen[name]
+            while f"{name}#{k}" in taken or f"{name}#{k}" in out:
+                k += 1
+            label = f"{name}#{k}"
+            taken.add(label)
+        out[label] = x
     return out
 
 
@@ -915,9 +959,33 @@ def compare(first: Mapping, second: Mapping, rtol: float = 0.0, atol: float = 0.
     return out[:limit], other
 
 
-def _premise_cell(data: Mapping) -> str:
-    p = data.get("premise")
-    return p["status"] if p else "— (mathematics)"
+def _premise_cell(data: Mapping, out_dir: Path | None = None, cid: str = "") -> str:
+    """The premise's status in ``data``; where the claim's report at another scale (the
+    other folder of :func:`scale_folders`) states another, every scale's, side by side
+    ("smoke: reproduced; full: not reproduced"), so the row never shows one scale's
+    premise as the claim's."""
+    def status(d: Mapping) -> str:
+        p = d.get("premise")
+        return str(p["status"]) if isinstance(p, Mapping) and "status" in p \
+            else "— (mathematics)"
+
+    own = status(data)
+    if out_dir is None:
+        return own
+    by_scale = {str(data.get("scale")): own}
+    for i, (folder, _) in enumerate(scale_folders(out_dir)):
+        if not i or not Path(folder).is_dir():
+            continue
+        try:  # quietly: the question table below warns about an unreadable report
+            other = load(folder, cid)
+        except AuditError:
+            continue
+        if other is not None and not other.get("tuning_run"):
+            by_scale.setdefault(str(other.get("scale")), status(_inert(other)))
+    if len(set(by_scale.values())) == 1:
+        return own
+    return "; ".join(f"{s}: {v}" for s, v in sorted(by_scale.items(),
+                                                    key=lambda kv: scale_rank(kv[0])))
 
 
 def _reachable_cell(data: Mapping) -> str:
@@ -946,8 +1014,9 @@ def _stability_cell(data: Mapping) -> str:
         bits.append(f"LOO {st['loo_agree']}/{st['loo_total']}")
     if st.get("flip") is not None and st.get("resolution"):
         bits.append(f"flip {st['flip'] / st['resolution']:.1f} ex.")
-    elif st.get("flip") is not None:
-        bits.append(f"flip {_fmt(st['flip'], 3)}")
+    elif st.get("flip") is not None:  # in the metric's own unit, named where known
+        unit = f" {st['unit']}" if st.get("unit") else ""
+        bits.append(f"flip {_fmt(st['flip'], 3)}{unit}")
     return ", ".join(bits) or "exact"
 
 
@@ -970,6 +1039,16 @@ def _looks_cell(data: Mapping) -> str:
     if not looks:
         return ""
     return f" (sequential, stopped at look {looks[-1]['look']})"
+
+
+#: The order scales are shown in, side by side, on every page (any other scale after them,
+#: by name): the index, the coverage table and the question rows read it from here.
+SCALE_ORDER = ("smoke", "full", "paper")
+
+
+def scale_rank(scale: str) -> tuple[int, str]:
+    """The sort key of :data:`SCALE_ORDER` for ``scale``."""
+    return (SCALE_ORDER.index(scale) if scale in SCALE_ORDER else len(SCALE_ORDER), scale)
 
 
 def scale_folders(out_dir: Path) -> list[tuple[Path, str]]:
@@ -1047,7 +1126,7 @@ def question_rows(out_dir: Path, claims: Mapping) -> tuple[list[str], list[list]
     left_out: dict[str, dict[str, str]] = {cid: {} for cid in claims}
     per_claim = {cid: scale_reports(out_dir, cid, left_out[cid]) for cid in claims}
     found = [set(r) | set(left_out[cid]) for cid, r in per_claim.items()]
-    scales = [s for s in ("smoke", "full", "paper") if any(s in f for f in found)]
+    scales = [s for s in SCALE_ORDER if any(s in f for f in found)]
     scales += sorted(set().union(*found) - set(scales)) if found else []
     rows = []
     for cid, reports in per_claim.items():
@@ -1064,6 +1143,8 @@ def question_rows(out_dir: Path, claims: Mapping) -> tuple[list[str], list[list]
             cells = []
             for s in scales:
                 v = _inert(q["by_scale"].get(s))
+                if v is not None:
+                    v = questions.gated_text(v, _inert(q.get("ungated", {}).get(s)))
                 if v is not None and older.get(s) and split:
                     v += " (earlier code)"
                 link = _scale_link(out_dir, s, cid) if s != next(iter(reports)) else None
@@ -1134,7 +1215,7 @@ def _write_index(out_dir: Path, claims: Mapping[str, Claim]) -> Path:
             if data is not None:
                 data = _inert(data)
                 row = [f"[`{cid}`]({cid}.md)", _inert(claim.paper.cite()), _inert(claim.title),
-                       _premise_cell(data),
+                       _premise_cell(data, out_dir, cid),
                        (f"**{data['verdict']}**" if not data.get("tuning_run") else
                         f"a tuning run ({data['verdict']} on tuning seeds; no verdict)")
                        + (" (fragile)" if data.get("fragile") else "")
@@ -1177,7 +1258,8 @@ def _write_index(out_dir: Path, claims: Mapping[str, Claim]) -> Path:
             "report" + ("" if scales <= {"smoke"} else f" --out {out_dir.as_posix()}")
             + "`.", "",
             "Premise: the paper's own effect that the claim is about, measured first "
-            "(a part explaining it is INCONCLUSIVE where it does not reproduce). Reachable: "
+            "(a part explaining it is INCONCLUSIVE where it does not reproduce; where the "
+            "scales' reports disagree, each scale's status). Reachable: "
             "the verdicts the parts entering the claim's verdict can return (a derivation's "
             "verdict is a proof). Stability: leave-one-seed-out agreement and the flip "
             "distance of the closest decisive test; a decided verdict is fragile when one "

@@ -223,3 +223,30 @@ def test_a_question_applies_the_union_guard_of_all_of():
     assert questions.answer(anyq, {"p1": c1, "p2": p2})["verdict"] == "INCONCLUSIVE"
     c1 = Part("p1", Outcome.CONFIRMED, "r", "x", alpha_share=0.5)
     assert questions.answer(anyq, {"p1": c1, "p2": p2})["verdict"] == "CONFIRMED"
+
+
+def test_a_gated_question_shows_what_its_comparison_alone_said():
+    """The premise gate holds a part INCONCLUSIVE where the paper's effect is not
+    reproduced; its own comparison's word was only in the part's reason, so the index and
+    coverage read a bare INCONCLUSIVE. The word travels beside the verdict, never as it."""
+    from audit.verdict import Premise, premise_gate
+
+    absent = Premise("the method beats its baseline", "not reproduced", "no gain")
+    part = premise_gate(Part("cmp", Outcome.REFUTED, "rule", "below the margin"), absent)
+    assert part.verdict == Outcome.INCONCLUSIVE and part.ungated == "REFUTED"
+    assert Part.from_dict(part.to_dict()) == part
+    q = Question(id="q", asks="?", fields=("falsifier",), parts=("cmp",))
+    a = questions.answer(q, {"cmp": part})
+    assert a["verdict"] == "INCONCLUSIVE" and a["ungated"] == "REFUTED"
+    # an undecided comparison, or a reproduced premise, overrides nothing
+    held = premise_gate(Part("cmp", Outcome.INCONCLUSIVE, "rule", "wide"), absent)
+    assert held.ungated == "" and "ungated" not in held.to_dict()
+    shown = premise_gate(Part("cmp", Outcome.REFUTED, "rule", "below"),
+                         Premise("effect", "reproduced", "gain"))
+    assert shown.verdict == Outcome.REFUTED and "ungated" not in questions.answer(
+        q, {"cmp": shown})
+    row = questions.across_scales({"smoke": [a], "full": [dict(a, ungated="<b>x</b>")]})[0]
+    assert row["ungated"] == {"smoke": "REFUTED"}  # a word outside the vocabulary is dropped
+    assert questions.gated_text("INCONCLUSIVE", "REFUTED") == \
+        "INCONCLUSIVE (gated; the comparison alone: REFUTED)"
+    assert questions.gated_text("INCONCLUSIVE", None) == "INCONCLUSIVE"

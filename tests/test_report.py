@@ -95,8 +95,12 @@ def test_interval_levels_keep_their_digits_and_methods():
 
     assert _level(0.9953) == "99.53%" and _level(0.95) == "95%" and _level(0.981) == "98.1%"
     assert _level(None) == "" and _level(float("nan")) == "" and _level(True) == ""
-    assert _ci({"low": 0.1, "high": 0.2, "level": 0.975, "method": "hall"}) == \
-        "[0.1, 0.2] (97.5%, hall)"
+    assert _ci({"low": 0.1, "high": 0.2, "level": 0.975, "method": "t"}) == \
+        "[0.1, 0.2] (97.5%, t)"
+    # the two Hall intervals of one difference say which is descriptive and which decides
+    hall = _ci({"low": 0.1, "high": 0.2, "level": 0.95, "method": "hall"})
+    rule = _ci({"low": 0.0, "high": 0.3, "level": 0.95, "method": "robust-hall"})
+    assert "descriptive" in hall and "decides" in rule and "descriptive" not in rule
     assert _ci({"low": None, "high": 0.2}) == ""
 
 
