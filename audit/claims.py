@@ -428,6 +428,16 @@ RECORDS = {
     "2506.00932": "003_82127fc259f0efbc.txt",
     "2504.14628": "004_be6e3340ef2e80e7.txt",
 }
+#: Each record's own ``id``: the claims' questions name its items by position
+#: (``referee_report.major_comments[2]``), so another review of the same paper (a new
+#: version, a reordered list) would be matched to the wrong points; ``audit review``
+#: covers only the record these ids name.
+RECORD_IDS = {
+    "2412.07062": "f063c3f2-5bed-4c59-84df-6b9b2355094b",
+    "2412.17692": "b9c242ac-afd6-4a95-bbad-c9882bb6164f",
+    "2506.00932": "cb9d69f1-4f11-49e1-9cb0-b2fba6a64db4",
+    "2504.14628": "90726382-bd1f-4aff-9ad7-e9065ba2572e",
+}
 
 
 # --------------------------------------------------------------------------- registry
@@ -503,6 +513,19 @@ def _short_repr(value: Any, width: int = 40) -> str:
     text = repr(value) if not isinstance(value, int) or abs(value) < 10**30 else \
         f"a {len(str(abs(value)))}-digit number"
     return text if len(text) <= width else text[:width - 3] + "..."
+
+
+def plan_problem(plan: Any) -> str | None:
+    """Why a sequential plan (a report's or a lock's ``plan``) cannot be locked, or None:
+    the lock file's own check, with its seed cap (``cmd_lock`` runs it on a report's plan
+    before anything is written, so a plan of odd types is one error line)."""
+    from audit.sequential import SPENDING
+
+    try:
+        cap = max(200, max_seeds())
+    except AuditError:
+        cap = 200
+    return _plan_problem(plan, cap, SPENDING)
 
 
 def _plan_problem(plan: Any, cap: int, spending: Sequence[str]) -> str | None:

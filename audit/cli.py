@@ -381,6 +381,13 @@ def _execute_all(args, write_reports: bool, unlocked: list | None = None):
         contexts = keep
     # every plan checked before the first claim ran, and before --out is created
     plans = {claim.id: _plan(args, claim) for claim, _ in contexts}
+    from audit.fl.data import check_present
+
+    for claim, ctx in contexts:  # a data set missing under --data-dir: before --out exists
+        try:
+            check_present(ctx.config, ctx.data_dir)
+        except AuditError as exc:
+            raise AuditError(f"{claim.id} at {ctx.scale} scale: {exc}") from None
     if write_reports:
         safeio.check_output_folder(args.out)  # never replace a file audit did not write
         report.check_writable(args.out)
@@ -684,6 +691,12 @@ def cmd_lock(args) -> int:
                                      and "spending" in plan):
             raise AuditError(f"{claim.id}: the report's plan must be an object with "
                              "'looks' and 'spending'")
+        problem = None if plan is None else claims_mod.plan_problem(plan)
+        if problem:  # checked here, not by int() on the way into the lock
+            raise AuditError(f"{claim.id}: the report's plan {problem}; nothing locked")
+        if plan is not None and not data["seeds"]:
+            raise AuditError(f"{claim.id}: the report has a sequential plan but no seeds "
+                             "(an exact run has no looks); nothing locked")
         claims_mod.write_lock(claim.id, str(data["scale"]), Outcome(data["verdict"]),
                               [Part.from_dict(p) for p in data["parts"]],
                               [int(x) for x in data["seeds"]], path=path,

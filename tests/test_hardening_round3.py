@@ -56,6 +56,12 @@ def test_diff_compares_a_number_past_float_s_range_as_written(data):
 @pytest.mark.parametrize("change, message", [
     ({"plan": {"looks": [5, 3], "spending": "bogus"}}, "nothing locked"),
     ({"plan": {}}, "'looks' and 'spending'"),
+    # odd types in a report's plan: one line, never a traceback from int() or a float
+    # quietly cut to a whole number on its way into the lock
+    ({"plan": {"looks": ["x"], "spending": "pocock"}}, "nothing locked"),
+    ({"plan": {"looks": 5, "spending": "pocock"}}, "nothing locked"),
+    ({"plan": {"looks": [10.9, 20.5], "spending": "pocock"}}, "whole numbers"),
+    ({"plan": {"looks": {"10": 1, "20": 2}, "spending": "pocock"}}, "nothing locked"),
     ({"seeds": [-1] + list(range(1, 10))}, "nothing locked"),
     ({"scale": "\x1b]0;x\x07"}, "is not one of the claim's"),
 ])

@@ -861,6 +861,17 @@ def data_fingerprint(config, data_dir: str | os.PathLike | None) -> dict[str, st
     return {n: dataset_fingerprint(n, root) for n in names}
 
 
+def check_present(config, data_dir: str | os.PathLike | None) -> None:
+    """Raise the :class:`DatasetNotFound` a run with ``config`` would raise at its first
+    unit (no data directory, or a file of a paper-scale data set missing under it), now:
+    the CLI calls it before it creates ``--out`` or computes anything. The files' contents
+    are the loaders' to check, where they are read."""
+    root = data_dir if data_dir is not None else os.environ.get("AUDIT_DATA")
+    for name in sorted({_dataset_key(n) for n in _named_datasets(config)}
+                       & set(_PAPER_SCALE)):
+        _require(dataset_files(name, resolve_data_dir(root, name)), name)
+
+
 def load_dataset(name: str, data_dir: str | os.PathLike | None = None, seed: int = 0,
                  **kw) -> Dataset:
     """Dispatch by name: digits, synthetic, cifar10, cifar100, svhn, tinyimagenet,
