@@ -41,6 +41,8 @@ COMMENT_LISTS = ("referee_report.major_comments", "referee_report.minor_comments
 RECORD_SUFFIXES = (".txt", ".json")
 UNKNOWN_PAPER = "(no paraphrase: unknown paper)"
 NO_CLAIM_FOR_PAPER = "no claim registered for this paper"
+OTHER_RECORD = ("another review of this paper than the one its claims answer: items are "
+                "matched by position, so none is taken as covered")
 
 
 # ----------------------------------------------------------------------------- data
@@ -68,7 +70,7 @@ class Cover:
 
 DECIDED = ("CONFIRMED", "REFUTED")
 UNCHECKABLE = (papers.PRESENTATION, papers.DEFINITION, papers.AUTHORS_DATA,
-               NO_CLAIM_FOR_PAPER)
+               NO_CLAIM_FOR_PAPER, OTHER_RECORD)
 
 
 @dataclass
@@ -241,8 +243,8 @@ def _entry_ungated(data: Mapping, ref: str | None, claim=None) -> str:
         return ""
     for q in questions.of_report(data, claim):
         if q.get("id") == ref:
-            word = str(q.get("ungated") or "")
-            return word if word in ("CONFIRMED", "REFUTED") else ""
+            word = q.get("ungated")
+            return str(word) if word in questions.UNGATED_WORDS else ""
     return ""
 
 
@@ -359,7 +361,8 @@ def cover_record(record: Mapping, source: str, registry: Mapping, out: Path,
                             "listed as not covered")
         claims = []
     known = claims_mod.RECORD_IDS.get(arxiv)
-    if claims and known and "id" in record and record.get("id") != known:
+    other_record = bool(claims and known and "id" in record and record.get("id") != known)
+    if other_record:
         # the questions name items by position: another review's items are other points
         cov.problems.append(f"record id {str(record.get('id'))[:60]!r} is not the review "
                             f"these claims answer ({known}): its items are matched by "
@@ -388,7 +391,7 @@ def cover_record(record: Mapping, source: str, registry: Mapping, out: Path,
             paraphrase = UNKNOWN_PAPER
         row = Row(path, paraphrase, by_path.get(path, []))
         if not row.covered:
-            row.reason = _reason(note, bool(claims))
+            row.reason = OTHER_RECORD if other_record else _reason(note, bool(claims))
         cov.rows.append(row)
     return cov
 

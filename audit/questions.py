@@ -150,10 +150,15 @@ def answer(question: Question, parts: Mapping[str, Part | Mapping],
     tests = [p for p in mine if get(p, "kind", "experiment") == "experiment"
              and union in (get(p, "reachable") or ALL_OUTCOMES)]
     k = len(tests)
-    dropped = {get(p, "id") for p in tests if k > 1 and str(get(p, "verdict").value if
-               isinstance(get(p, "verdict"), Outcome) else get(p, "verdict")) == union
-               and not _share_ok(get(p, "alpha_share"), k)}
-    counted = ["INCONCLUSIVE" if get(p, "id") in dropped else w for p, w in zip(mine, words)]
+
+    def guarded(ws: Sequence[str]) -> tuple[list[str], set]:
+        """``ws`` (one word a part) with the guard applied: (counted words, dropped ids)."""
+        drop = {get(p, "id") for p, w in zip(mine, ws) if k > 1 and w == union
+                and any(p is t for t in tests) and not _share_ok(get(p, "alpha_share"), k)}
+        return ["INCONCLUSIVE" if get(p, "id") in drop else w
+                for p, w in zip(mine, ws)], drop
+
+    counted, dropped = guarded(words)
     verdict = combine_words(counted, question.how)
     reason = "; ".join(f"{get(p, 'id')}: {w}"
                        + (f" (not counted toward {union}: alpha share "
@@ -173,10 +178,13 @@ def answer(question: Question, parts: Mapping[str, Part | Mapping],
                  "base": bool(s.get("base")), "note": str(s.get("note", ""))}
                 for s in settings or () if isinstance(s, Mapping)]
     # what the parts' own comparisons say together where the premise gate held some of
-    # them INCONCLUSIVE: shown beside the question's word, never in its place
-    own_words = [str(get(p, "ungated")) if str(get(p, "ungated") or "") in ALL_OUTCOMES
-                 else w for p, w in zip(mine, counted)]
-    alone = combine_words(own_words, question.how) if own_words != counted else ""
+    # them INCONCLUSIVE: shown beside the question's word, never in its place. Only a
+    # gated part held INCONCLUSIVE gives back its word, and the union guard applies to
+    # the words given back as it would had the premise reproduced
+    own_words = [str(get(p, "ungated")) if get(p, "gated") is True and w == "INCONCLUSIVE"
+                 and str(get(p, "ungated") or "") in ("CONFIRMED", "REFUTED") else w
+                 for p, w in zip(mine, words)]
+    alone = combine_words(guarded(own_words)[0], question.how) if own_words != words else ""
     if question.kind == "measurement":
         verdict = MEASURED
         alone = ""
@@ -296,10 +304,17 @@ def headline_text(answers_: Sequence[Mapping]) -> str:
 
 
 # ---------------------------------------------------------------------------- scales
-def gated_text(word: str, ungated: str | None) -> str:
+#: The words a question's ``ungated`` may hold (what its comparisons alone said, where
+#: the premise gate held it INCONCLUSIVE): SPLIT where they went both ways. Every page
+#: shows exactly these, through :func:`gated_text`.
+UNGATED_WORDS = ("CONFIRMED", "REFUTED", "SPLIT")
+
+
+def gated_text(word: str, ungated: object) -> str:
     """A question's word, with what its comparisons alone said where the premise gate
-    overrode them: "INCONCLUSIVE (gated; the comparison alone: REFUTED)"."""
-    if not ungated or ungated == word:
+    overrode them: "INCONCLUSIVE (gated; the comparison alone: REFUTED)". Only an
+    INCONCLUSIVE word carries one, and only one of :data:`UNGATED_WORDS`."""
+    if word != "INCONCLUSIVE" or ungated not in UNGATED_WORDS:
         return word
     return f"{word} (gated; the comparison alone: {ungated})"
 
@@ -322,7 +337,7 @@ def across_scales(by_scale: Mapping[str, Sequence[Mapping]]) -> list[dict]:
             if a["id"] not in order:
                 order.append(a["id"])
             row["by_scale"][scale] = str(a.get("verdict"))
-            if str(a.get("ungated") or "") in ALL_OUTCOMES:  # the gate's overridden word
+            if a.get("ungated") in UNGATED_WORDS:  # the gate's overridden word
                 row["ungated"][scale] = str(a["ungated"])
             if a.get("reason"):
                 row["reasons"][scale] = " ".join(str(a["reason"]).split())

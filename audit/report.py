@@ -17,6 +17,7 @@ import re
 import sys
 import warnings
 from pathlib import Path
+from collections import Counter
 from typing import Any, Iterable, Mapping
 
 from audit import safeio
@@ -184,9 +185,9 @@ def _shape_problem(data: Mapping) -> str | None:
                for p in data["parts"]):
         return f"each entry of 'parts' needs 'reachable' as a list of {', '.join(_VERDICTS)}"
     for key, named in (("estimates", "name"), ("parts", "id")):  # what decides: unique
-        names = [str(x[named]) for x in data[key]]
-        if len(names) != len(set(names)):
-            twice = sorted({n for n in names if names.count(n) > 1})
+        counts = Counter(str(x[named]) for x in data[key])
+        if any(c > 1 for c in counts.values()):
+            twice = sorted(n for n, c in counts.items() if c > 1)[:5]
             return f"each {named} must appear once in {key!r} (repeated: {', '.join(twice)})"
     for f in data.get("figures") or []:
         if not isinstance(f.get("series"), list) or not all(
@@ -277,7 +278,7 @@ def _level(level: Any) -> str:
 #: difference differ (the three-way rule widens its own for skewness), so each says which
 #: it is and which one decides.
 METHOD_LABELS = {"hall": "Hall's t, descriptive",
-                 "robust-hall": "Hall's t widened for skewness: the rule's, which decides"}
+                 "robust-hall": "Hall's t widened for skewness: the three-way rule's"}
 
 
 def _method_label(method: Any) -> str:
@@ -546,6 +547,8 @@ def question_section(data: Mapping, lock_txt: str = "",
     sweep settings as rows of their question. ``qs``: the questions, made inert from the
     data as read (:func:`_questions_of`); inerting the inert ``data`` again would show
     ``&gt;`` as ``&amp;gt;``."""
+    from audit import questions
+
     qs = _questions_of(data) if qs is None else qs
     fragile = " — **fragile**" if data.get("fragile") else ""
     word = data["verdict"]
@@ -576,8 +579,8 @@ def question_section(data: Mapping, lock_txt: str = "",
         rows.append([f"`{q['id']}`: {q.get('asks', '')}", kind,
                      f"**{q['verdict']}**" + (" (settings split)" if q.get("settings_split")
                                                else "")
-                     + (f" (gated; the comparison alone: {q['ungated']})"
-                        if q.get("ungated") in ("CONFIRMED", "REFUTED") else ""),
+                     + questions.gated_text(str(q.get("verdict")), q.get("ungated"))[
+                         len(str(q.get("verdict"))):],
                      data["scale"], fields or "—",
                      ", ".join(f"`{p}`" for p in q.get("parts", [])), decide or "—"])
         for r in q.get("rows", []):
@@ -981,7 +984,8 @@ def _premise_cell(data: Mapping, out_dir: Path | None = None, cid: str = "") -> 
         except AuditError:
             continue
         if other is not None and not other.get("tuning_run"):
-            by_scale.setdefault(str(other.get("scale")), status(_inert(other)))
+            other = _inert(other)  # its scale is a report's text, as its status
+        by_scale.setdefault(str(other.get("scale")), status(other))
     if len(set(by_scale.values())) == 1:
         return own
     return "; ".join(f"{s}: {v}" for s, v in sorted(by_scale.items(),

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import enum
 import math
+import numbers
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
@@ -421,12 +422,10 @@ def share_counts(share: Any, k: int) -> bool:
     """True when ``share`` is a declared alpha share in (0, 1/k] (Bonferroni over k parts
     that can each carry a union outcome alone); None, NaN, 0, a negative number or a
     non-number do not count. One test for the claim's combination and the questions'."""
-    try:
-        x = float(share)
-    except (TypeError, ValueError):
-        return False
-    return share is not None and not isinstance(share, bool) and math.isfinite(x) \
-        and 0.0 < x <= 1.0 / k + 1e-12
+    if not isinstance(share, numbers.Real) or isinstance(share, bool):
+        return False  # None, a string ("0.1" from a report), a bool: no share
+    x = float(share)
+    return math.isfinite(x) and 0.0 < x <= 1.0 / k + 1e-12
 
 
 def _all_of(verdicts: Sequence[Outcome]) -> Outcome:

@@ -107,6 +107,7 @@ def test_review_covers_only_the_record_the_claims_answer(tmp_path):
     other = coverage.cover_record(_flayer_record("another-review"), "r.json", reg, tmp_path)
     assert other.problems and "not the review these claims answer" in other.problems[0]
     assert not any(r.covered for r in other.rows)
+    assert all(r.reason == coverage.OTHER_RECORD for r in other.rows)
     for rec in (_flayer_record(known), _flayer_record(None),
                 _flayer_record(known, arxiv="2412.07062v3")):  # the versioned id is the paper
         cov = coverage.cover_record(rec, "r.json", reg, tmp_path)
@@ -137,7 +138,7 @@ def test_an_alpha_share_that_is_no_share_does_not_count_and_derivations_always_d
         return Part(pid, Outcome(word), "r", "why", alpha_share=share, kind=kind)
 
     rest = [part("b", "INCONCLUSIVE"), part("c", "INCONCLUSIVE")]
-    for bad in (float("nan"), 0.0, -1.0, "x", True):
+    for bad in (float("nan"), 0.0, -1.0, "x", "0.1", b"0.1", True):
         assert all_of(["a", "b", "c"])([part("a", "REFUTED", bad)] + rest) == \
             Outcome.INCONCLUSIVE
     assert all_of(["a", "b", "c"])([part("a", "REFUTED", 1 / 3)] + rest) == Outcome.REFUTED

@@ -250,3 +250,48 @@ def test_a_gated_question_shows_what_its_comparison_alone_said():
     assert questions.gated_text("INCONCLUSIVE", "REFUTED") == \
         "INCONCLUSIVE (gated; the comparison alone: REFUTED)"
     assert questions.gated_text("INCONCLUSIVE", None) == "INCONCLUSIVE"
+
+
+def test_the_comparison_alone_is_guarded_as_the_verdict_and_may_be_split():
+    """What the gate held back is combined as the verdict would have been: with the
+    union guard (a REFUTED without a share among two experiments does not count), and
+    SPLIT where the comparisons went both ways, shown on every page."""
+    from audit.verdict import Premise, premise_gate
+
+    absent = Premise("the method beats its baseline", "not reproduced", "no gain")
+
+    def gated(pid, word, share=None):
+        return premise_gate(Part(pid, Outcome(word), "r", "why", alpha_share=share), absent)
+
+    q = Question(id="q", asks="?", fields=("falsifier",), parts=("a", "b"))
+    unshared = questions.answer(q, {"a": gated("a", "REFUTED"), "b": gated("b", "INCONCLUSIVE")})
+    assert unshared["verdict"] == "INCONCLUSIVE" and "ungated" not in unshared
+    both = questions.answer(q, {"a": gated("a", "REFUTED", 0.5),
+                                "b": gated("b", "CONFIRMED", 0.5)})
+    assert both["ungated"] == "SPLIT"
+    assert questions.gated_text("INCONCLUSIVE", "SPLIT").endswith("alone: SPLIT)")
+    # a word that is no such word, or beside a decided verdict, is never shown
+    assert questions.gated_text("REFUTED", "CONFIRMED") == "REFUTED"
+    assert questions.gated_text("INCONCLUSIVE", "<b>") == "INCONCLUSIVE"
+    # a part that was not gated cannot give back a word
+    plain = Part("a", Outcome.INCONCLUSIVE, "r", "why", ungated="REFUTED")
+    assert "ungated" not in questions.answer(
+        Question(id="q1", asks="?", fields=("falsifier",), parts=("a",)), {"a": plain})
+
+
+def test_the_index_premise_cell_of_another_scale_is_inert(tmp_path):
+    import shutil
+
+    from audit import safeio
+
+    src = Path(__file__).resolve().parents[1] / "reports"
+    out = tmp_path / "out"
+    (out / "full").mkdir(parents=True)
+    (out / safeio.OUTPUT_MARKER).write_text("")
+    shutil.copy(src / "flayer-masked-zero.json", out)
+    full = json.loads((src / "full" / "flayer-masked-zero.json").read_text())
+    full["scale"] = "<img src=x onerror=alert(1)>"
+    (out / "full" / "flayer-masked-zero.json").write_text(json.dumps(full))
+    data = report._inert(report.load(out, "flayer-masked-zero"))
+    cell = report._premise_cell(data, out, "flayer-masked-zero")
+    assert "<img" not in cell and "&lt;img" in cell
