@@ -59,7 +59,8 @@ def check_arms(claim: Claim) -> list[str]:
 
 def check_rules(claim: Claim) -> list[str]:
     """Part ids are unique; a rule text's ``{fields}`` are names (filled from the
-    decision's own parameters, never positional); the combination names real parts."""
+    decision's own parameters, never positional); the combination names real parts, and
+    no measurement."""
     parts = [r.part for r in claim.rules]
     out = [f"part {p!r} has two rules" for p in _dupes(parts)]
     for r in claim.rules:
@@ -77,6 +78,11 @@ def check_rules(claim: Claim) -> list[str]:
     if named is not None:
         out += [f"the combination names part {p!r}, which has no rule"
                 for p in named if p not in parts]
+        # a measurement carries no verdict (it votes INCONCLUSIVE): all_of naming one
+        # could never be CONFIRMED, any_of never REFUTED
+        kinds = {r.part: r.kind for r in claim.rules}
+        out += [f"the combination names part {p!r}, a measurement (it carries no verdict)"
+                for p in named if kinds.get(p) == "measurement"]
     return out
 
 

@@ -6,7 +6,7 @@ import pytest
 
 from audit import checks, claims
 from audit.questions import Question
-from audit.verdict import Outcome, Rule
+from audit.verdict import Outcome, Rule, all_of
 
 CLAIMS = [c for c in claims.registry().values() if isinstance(c, claims.Claim)]
 
@@ -54,6 +54,9 @@ def _decide(ev):
                                                      ("collapse",), kind="proof"),)},
      "is a proof but its parts are"),
     (lambda c: {"answers": {"falsifier": "nope"}}, "names part 'nope', which has no rule"),
+    # all_of naming a measurement could never be CONFIRMED (it votes INCONCLUSIVE)
+    (lambda c: {"combination": all_of(["collapse", "head-size"])},
+     "names part 'head-size', a measurement"),
     (lambda c: {"scales": {"full": c.scales["full"]}}, "no smoke scale"),
     (lambda c: {"scales": {**c.scales, "smoke": {"f": object()}}}, "not JSON-able"),
     (lambda c: {"default_seeds": (0, 1, 2, 3, 4)}, "decides nothing below 6"),
