@@ -983,8 +983,9 @@ def _premise_cell(data: Mapping, out_dir: Path | None = None, cid: str = "") -> 
             other = load(folder, cid)
         except AuditError:
             continue
-        if other is not None and not other.get("tuning_run"):
-            other = _inert(other)  # its scale is a report's text, as its status
+        if other is None or other.get("tuning_run"):
+            continue  # no report there, or no verdict (tuning seeds)
+        other = _inert(other)  # its scale is a report's text, as its status
         by_scale.setdefault(str(other.get("scale")), status(other))
     if len(set(by_scale.values())) == 1:
         return own

@@ -295,3 +295,25 @@ def test_the_index_premise_cell_of_another_scale_is_inert(tmp_path):
     data = report._inert(report.load(out, "flayer-masked-zero"))
     cell = report._premise_cell(data, out, "flayer-masked-zero")
     assert "<img" not in cell and "&lt;img" in cell
+
+
+def test_the_index_premise_cell_reads_only_a_report_that_is_there(tmp_path):
+    """A full folder without the claim's report (or with a tuning run of it) leaves the
+    premise cell as this folder's; the cell had read attributes of None."""
+    import shutil
+
+    from audit import safeio
+
+    src = Path(__file__).resolve().parents[1] / "reports"
+    out = tmp_path / "out"
+    (out / "full").mkdir(parents=True)
+    (out / safeio.OUTPUT_MARKER).write_text("")
+    shutil.copy(src / "flayer-masked-zero.json", out)
+    data = report._inert(report.load(out, "flayer-masked-zero"))
+    assert report._premise_cell(data, out, "flayer-masked-zero") == "reproduced"
+    tuning = json.loads((src / "full" / "flayer-masked-zero.json").read_text())
+    tuning["tuning_run"] = True
+    (out / "full" / "flayer-masked-zero.json").write_text(json.dumps(tuning))
+    assert report._premise_cell(data, out, "flayer-masked-zero") == "reproduced"
+    report.write_index(out, claims.registry())  # no row is "report unreadable"
+    assert "report unreadable" not in (out / "README.md").read_text()
