@@ -142,7 +142,10 @@ def test_questions_name_decided_parts(result):
     ids = {p.id for p in result.verdict.parts}
     by_id = {q.id: q for q in CLAIM.questions}
     assert all(set(q.parts) <= ids for q in CLAIM.questions)
-    assert by_id["random-mask"].fields == ("referee_report.major_comments[0]",)
+    # the random-mask ablation: the major comment, and the concrete test's request for
+    # random masks
+    assert by_id["random-mask"].fields == ("referee_report.major_comments[0]",
+                                           "skeptic_critique.concrete_test")
     assert "referee_report.major_comments[2]" in by_id["best-round"].fields
     assert by_id["overfitting"].fields == ("referee_report.major_comments[3]",)
 
