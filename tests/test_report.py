@@ -116,3 +116,22 @@ def test_the_full_index_sees_the_smoke_reports_above_it(tmp_path):
     (tmp_path / safeio.OUTPUT_MARKER).write_text("x")
     assert scale_folders(full) == [(full, "full"), (tmp_path, "smoke")]
     assert scale_folders(tmp_path) == [(tmp_path, "smoke"), (full, "full")]
+
+
+def test_measurements_read_measured_and_flip_distances_carry_their_unit():
+    """A measurement's stored outcome is a placeholder (INCONCLUSIVE): the part table read
+    it as a verdict while its question read MEASURED. An index flip distance without a
+    resolution was a bare number ("flip 0.0216"), its unit (a share of ||g||^2) lost."""
+    import json
+    from pathlib import Path
+
+    from audit.report import _stability_cell, render_markdown
+
+    src = Path(__file__).resolve().parents[1] / "reports" / "lips-dropout-control.json"
+    data = json.loads(src.read_text())
+    rows = [line for line in render_markdown(data).splitlines()
+            if line.startswith("| middle-cosine | measurement")]
+    assert rows and "| MEASURED |" in rows[0] and "INCONCLUSIVE" not in rows[0].split("|")[3]
+    cell = _stability_cell({"stability": {"loo_agree": 9, "loo_total": 10, "flip": 0.0216,
+                                          "unit": "share of ||g||^2", "resolution": None}})
+    assert cell == "LOO 9/10, flip 0.0216 share of ||g||^2"
