@@ -459,8 +459,6 @@ def _lock_problem(locks: Any) -> str | None:
     whole numbers from 2 up to the seed cap (200, or ``$AUDIT_MAX_SEEDS``), its spending
     a known shape. Every key but "verdict" may be absent.
     """
-    from audit.sequential import SPENDING
-
     top_verdicts = LOCK_VERDICTS + ("SPLIT",)
 
     def kind(x: Any) -> str:
@@ -468,12 +466,6 @@ def _lock_problem(locks: Any) -> str | None:
 
     def whole(x: Any) -> bool:
         return isinstance(x, int) and not isinstance(x, bool)
-
-    def cap() -> int:
-        try:
-            return max(200, max_seeds())
-        except AuditError:
-            return 200
 
     if not isinstance(locks, dict):
         return f"the top level must be an object of claim ids, got {kind(locks)}"
@@ -503,7 +495,7 @@ def _lock_problem(locks: Any) -> str | None:
                 return (f"{where}: 'seeds' must be a list of whole numbers in "
                         f"[0, 2**32 - 1]")
             if "plan" in lock:
-                problem = _plan_problem(lock["plan"], cap(), SPENDING)
+                problem = plan_problem(lock["plan"])
                 if problem:
                     return f"{where}: 'plan' {problem}"
     return None
@@ -521,11 +513,16 @@ def plan_problem(plan: Any) -> str | None:
     before anything is written, so a plan of odd types is one error line)."""
     from audit.sequential import SPENDING
 
+    return _plan_problem(plan, _seed_cap(), SPENDING)
+
+
+def _seed_cap() -> int:
+    """The largest seed count a lock's plan may name: 200, or ``$AUDIT_MAX_SEEDS`` when
+    larger (an unreadable setting falls back to 200; the run itself reports it)."""
     try:
-        cap = max(200, max_seeds())
+        return max(200, max_seeds())
     except AuditError:
-        cap = 200
-    return _plan_problem(plan, cap, SPENDING)
+        return 200
 
 
 def _plan_problem(plan: Any, cap: int, spending: Sequence[str]) -> str | None:

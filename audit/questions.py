@@ -154,7 +154,7 @@ def answer(question: Question, parts: Mapping[str, Part | Mapping],
     def guarded(ws: Sequence[str]) -> tuple[list[str], set]:
         """``ws`` (one word a part) with the guard applied: (counted words, dropped ids)."""
         drop = {get(p, "id") for p, w in zip(mine, ws) if k > 1 and w == union
-                and any(p is t for t in tests) and not _share_ok(get(p, "alpha_share"), k)}
+                and any(p is t for t in tests) and not share_counts(get(p, "alpha_share"), k)}
         return ["INCONCLUSIVE" if get(p, "id") in drop else w
                 for p, w in zip(mine, ws)], drop
 
@@ -208,10 +208,6 @@ def _diverged_answer(question: Question, part: Part | Mapping, scale: str) -> di
             "verdict": Outcome.INCONCLUSIVE.value, "reason": f"diverged: {get('reason')}",
             "needs": str(get("needs")), "caveat": "", "rows": [], "scale": scale,
             "gated": False, "settings_split": False}
-
-
-def _share_ok(share, k: int) -> bool:
-    return share_counts(share, k)  # the claim's combination's own test
 
 
 def _share_text(share) -> str:
@@ -314,9 +310,15 @@ def gated_text(word: str, ungated: object) -> str:
     """A question's word, with what its comparisons alone said where the premise gate
     overrode them: "INCONCLUSIVE (gated; the comparison alone: REFUTED)". Only an
     INCONCLUSIVE word carries one, and only one of :data:`UNGATED_WORDS`."""
+    return word + gated_suffix(word, ungated)
+
+
+def gated_suffix(word: str, ungated: object) -> str:
+    """What :func:`gated_text` adds after ``word``: "" unless ``word`` is INCONCLUSIVE
+    and ``ungated`` one of :data:`UNGATED_WORDS` (for a cell that styles the word)."""
     if word != "INCONCLUSIVE" or ungated not in UNGATED_WORDS:
-        return word
-    return f"{word} (gated; the comparison alone: {ungated})"
+        return ""
+    return f" (gated; the comparison alone: {ungated})"
 
 
 def across_scales(by_scale: Mapping[str, Sequence[Mapping]]) -> list[dict]:

@@ -278,7 +278,8 @@ def _level(level: Any) -> str:
 #: difference differ (the three-way rule widens its own for skewness), so each says which
 #: it is and which one decides.
 METHOD_LABELS = {"hall": "Hall's t, descriptive",
-                 "robust-hall": "Hall's t widened for skewness: the three-way rule's"}
+                 "robust-hall": "Hall's t widened for skewness: the three-way rule's",
+                 "constant": "every seed equal: the point, no interval"}
 
 
 def _method_label(method: Any) -> str:
@@ -579,8 +580,7 @@ def question_section(data: Mapping, lock_txt: str = "",
         rows.append([f"`{q['id']}`: {q.get('asks', '')}", kind,
                      f"**{q['verdict']}**" + (" (settings split)" if q.get("settings_split")
                                                else "")
-                     + questions.gated_text(str(q.get("verdict")), q.get("ungated"))[
-                         len(str(q.get("verdict"))):],
+                     + questions.gated_suffix(str(q.get("verdict")), q.get("ungated")),
                      data["scale"], fields or "—",
                      ", ".join(f"`{p}`" for p in q.get("parts", [])), decide or "—"])
         for r in q.get("rows", []):

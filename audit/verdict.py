@@ -149,7 +149,7 @@ class Part:
     gated: bool = False
     alpha_share: float | None = None
     # what the part's own comparison said where premise_gate overrode it to INCONCLUSIVE
-    # (the premise not reproduced); "" where nothing was overridden
+    # (the premise not reproduced, or undecided); "" where nothing was overridden
     ungated: str = ""
 
     @property
@@ -243,11 +243,17 @@ def premise_gate(part: Part, premise: Premise | None) -> Part:
         first = (f"the paper's effect shown first ({premise.effect}: {premise.status} at "
                  f"this scale)")
         return replace(part, needs=f"{first}; then {part.needs}" if part.needs else first)
+    if premise.status == "not reproduced":
+        held, needs = "not reproduced", "a scale or setting where the paper's effect reproduces"
+    else:  # undecided: more seeds may still show it
+        held = "not shown"
+        needs = (f"the paper's effect shown first ({premise.effect}: {premise.status} at "
+                 f"this scale)")
     return replace(part, verdict=Outcome.INCONCLUSIVE, ungated=part.verdict.value,
-                   reason=(f"premise not reproduced at this scale ({premise.effect}: "
+                   reason=(f"premise {held} at this scale ({premise.effect}: "
                            f"{premise.status}); the comparison alone said "
                            f"{part.verdict.value}: {part.reason}"),
-                   needs="a scale or setting where the paper's effect reproduces")
+                   needs=needs)
 
 
 def on_reviewer(outcome: str, *, holds_when: str) -> Outcome:

@@ -484,10 +484,10 @@ def test_assumption_rule_reaches_every_outcome_and_is_gated():
         Outcome.INCONCLUSIVE
     # five seeds, however clear: the rule refuses
     assert _ab([0.84, 0.85, 0.86, 0.85, 0.845]).verdict == Outcome.INCONCLUSIVE
-    for status in ("not reproduced", "undecided"):
+    for status, held in (("not reproduced", "not reproduced"), ("undecided", "not shown")):
         gated = premise_gate(below, Premise(LB.PREMISE_EFFECT, status, "x"))
         assert gated.verdict == Outcome.INCONCLUSIVE
-        assert "premise not reproduced" in gated.reason
+        assert f"premise {held} at this scale" in gated.reason
     # a reproduced premise leaves the part's decision as it was, only marking it gated
     kept = premise_gate(below, Premise(LB.PREMISE_EFFECT, "reproduced", "x"))
     assert kept.gated and not below.gated

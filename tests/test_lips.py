@@ -413,9 +413,9 @@ def test_premise_gate_turns_decided_parts_inconclusive():
 
     part = RULE_CONTROLS({"a": _tw(-UP)}, True, 0.11)
     assert part.verdict == O.CONFIRMED
-    for status in ("not reproduced", "undecided"):
+    for status, held in (("not reproduced", "not reproduced"), ("undecided", "not shown")):
         g = premise_gate(part, Premise("LIPS beats FedBN", status, "r"))
-        assert g.verdict == O.INCONCLUSIVE and "premise not reproduced" in g.reason
+        assert g.verdict == O.INCONCLUSIVE and f"premise {held} at this scale" in g.reason
     assert premise_gate(part, Premise("x", "reproduced", "r")).verdict == O.CONFIRMED
 
 

@@ -117,3 +117,21 @@ def test_a_gated_part_names_the_premise_and_has_no_flip():
         open_.needs.endswith("30 seeds would detect") and open_.flip is None
     shown = premise_gate(part, Premise("the effect", "reproduced", ""))
     assert shown.needs == part.needs and shown.flip == 0.01 and shown.gated
+
+
+def test_a_decided_part_under_an_undecided_premise_says_not_shown():
+    """A part whose comparison decided, held INCONCLUSIVE by a premise that is undecided
+    (not shown absent), read "premise not reproduced at this scale (...: undecided)" and
+    asked for "a scale or setting where the paper's effect reproduces", though more seeds
+    may still show the premise at this scale."""
+    from audit.verdict import Premise, premise_gate
+
+    part = Part("p", Outcome.REFUTED, "rule", "alternative worse", "")
+    open_ = premise_gate(part, Premise("the effect", "undecided", ""))
+    assert open_.verdict == Outcome.INCONCLUSIVE and open_.ungated == "REFUTED"
+    assert open_.reason.startswith("premise not shown at this scale (the effect: undecided)")
+    assert "not reproduced" not in open_.reason
+    assert open_.needs.startswith("the paper's effect shown first")
+    absent = premise_gate(part, Premise("the effect", "not reproduced", ""))
+    assert absent.reason.startswith("premise not reproduced at this scale")
+    assert absent.needs == "a scale or setting where the paper's effect reproduces"

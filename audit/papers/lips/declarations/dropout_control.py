@@ -173,8 +173,8 @@ FAMILY_TEXT = (
     "about d) with the same rule, seeds and alpha (SUPPORTED). CONFIRMED when some "
     "alternative is equivalent to LIPS or better (FALSIFIED); REFUTED when LIPS beats "
     "every one (all SUPPORTED); else INCONCLUSIVE. The part explains LIPS's gain, so it is "
-    "INCONCLUSIVE ('premise not reproduced at this scale') unless the premise (LIPS beats "
-    "FedBN) is reproduced. Accuracy alone decides; the middle-layer cosine the reviewer "
+    "INCONCLUSIVE ('premise not reproduced', or 'not shown', 'at this scale') unless the "
+    "premise (LIPS beats FedBN) is reproduced. Accuracy alone decides; the middle-layer cosine the reviewer "
     "also names is reported per arm in the measurement part `middle-cosine`, not used "
     "as a criterion: pruning and noise change the middle weights right after aggregation, "
     "so their lower cosine to round 2 follows from the intervention by construction, and "
@@ -370,8 +370,8 @@ COMBINATION_TEXT = ("the parts explaining LIPS's gain are INCONCLUSIVE where tha
 NOTE_PREMISE = (
     "Premise (LIPS beats FedBN): {status}. {reason} Where it is not reproduced, the parts "
     "that explain LIPS's gain (regularisation-controls, layer-targeting, random-mask) are "
-    "INCONCLUSIVE with 'premise not reproduced at this scale', whatever their comparisons "
-    "say (each comparison's own outcome stays in its reason and in the comparisons table).")
+    "INCONCLUSIVE with 'premise not reproduced at this scale' (or 'not shown', where the "
+    "premise is undecided), whatever their comparisons say (each comparison's own outcome stays in its reason and in the comparisons table).")
 NOTE_SETTING = (
     "Setting and why it can separate arms: 8x8 digits, {n_clients} clients with {n_train} "
     "training images each drawn with Dirichlet({alpha}) label proportions (the paper's "
