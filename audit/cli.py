@@ -457,7 +457,9 @@ class _Eta:
         workers = 1
         name = getattr(args, "backend", "local")
         if name == "ray" and not getattr(args, "ray_address", None):
-            workers = max(1, os.cpu_count() or 1)
+            from audit.pool import parallel_units
+
+            workers = parallel_units("ray")  # the local instance's CPUs: the usable cores
         elif name in ("auto", "pool"):
             from audit.pool import parallel_units
 

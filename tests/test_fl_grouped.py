@@ -236,7 +236,34 @@ NOT_CHAINS = {
     "conv after the linear part": lambda: nn.Sequential(nn.Flatten(), nn.Linear(4, 4),
                                                         nn.Unflatten(1, (1, 2, 2)),
                                                         nn.Conv2d(1, 1, 1)),
+    # found by a hostile probe: each was accepted, and the first trained wrong models
+    # (pooling over clients and samples) while the others failed only on the fast path
+    "max pooling of the input": lambda: nn.Sequential(nn.MaxPool2d(2), nn.Flatten(),
+                                                      nn.Linear(16, 10)),
+    "linear before flatten": lambda: nn.Sequential(nn.Linear(8, 4), nn.ReLU(), nn.Flatten(),
+                                                   nn.Linear(32, 10)),
+    "linear on conv maps before flatten": lambda: nn.Sequential(
+        nn.Conv2d(1, 2, 1), nn.ReLU(), nn.Linear(8, 4), nn.Flatten(), nn.Linear(64, 10)),
+    "linear on conv maps, no flatten": lambda: nn.Sequential(nn.Conv2d(1, 2, 1),
+                                                             nn.Linear(8, 10)),
 }
+
+
+def test_a_chain_starting_with_a_linear_layer_needs_flat_inputs():
+    """A linear layer acts on its input's last axis; the chain reshaped any input to
+    (K, b, F) and so trained on inputs the module itself refuses."""
+    model = nn.Sequential(nn.Linear(64, 10))
+    chain = compile_chain(model)
+    assert chain is not None
+    gen = torch.Generator().manual_seed(0)
+    params = stacked(model, 2, gen)
+    y = torch.zeros(2, 3, dtype=torch.long)
+    chain.grads(params, torch.randn(2, 3, 64, generator=gen), y)
+    for bad in (torch.randn(2, 3, 1, 8, 8, generator=gen), torch.randn(2, 3, 8, 8)):
+        with pytest.raises(ValueError, match="last axis"):
+            chain.grads(params, bad, y)
+        with pytest.raises(ValueError, match="last axis"):
+            chain.logits(params, bad)
 
 
 def _with_buffer():

@@ -86,6 +86,8 @@ from .models import build_model
 __all__ = ["floor_loop", "plain_loop", "reference_workload", "run_bench", "run_bench_threads",
            "thread_counts"]
 
+MAX_THREADS = 1024  # torch refuses counts past a C int; more than this only oversubscribes
+
 WORKLOAD = dict(dataset="digits", test_fraction=0.2, n_clients=20, alpha=0.1, seed=0,
                 rounds=50, local_epochs=1, batch_size=32, lr=0.05, model="cnn")
 
@@ -286,9 +288,11 @@ def thread_counts(text: str) -> list[int]:
     out: list[int] = []
     for item in str(text).split(","):
         item = item.strip().lower()
-        n = _cores() if item == "all" else int(item) if item.isdigit() else 0
-        if n < 1:
-            raise ValueError(f"thread counts are whole numbers >= 1 or 'all', got {text!r}")
+        n = _cores() if item == "all" else \
+            int(item) if item.isascii() and item.isdigit() else 0
+        if not 1 <= n <= MAX_THREADS:
+            raise ValueError(f"thread counts are whole numbers from 1 to {MAX_THREADS} or "
+                             f"'all', got {text!r}")
         if n not in out:
             out.append(n)
     return out

@@ -9,6 +9,7 @@ CUDA (:func:`_autocast`), with normalisation layers kept in float32
 from __future__ import annotations
 
 import contextlib
+import numbers
 from dataclasses import dataclass
 from typing import Optional
 
@@ -84,8 +85,9 @@ class FLConfig:
     def __post_init__(self):
         if self.amp not in AMP_MODES:
             raise ValueError(f"amp must be one of {AMP_MODES}, not {self.amp!r}")
-        if self.client_chunk is not None and (isinstance(self.client_chunk, bool) or
-                                              int(self.client_chunk) < 0):
+        if self.client_chunk is not None and (
+                isinstance(self.client_chunk, bool) or
+                not isinstance(self.client_chunk, numbers.Integral) or self.client_chunk < 0):
             raise ValueError(f"client_chunk must be None or a whole number >= 0, not "
                              f"{self.client_chunk!r}")
         if self.client_chunk is None:  # the device's default (see the attribute)

@@ -11,8 +11,11 @@ stacked weights; it works for any model. For a model that is a plain chain of
 ``torch.flatten(x, 1)`` / ``x.flatten(1)`` / ``x.relu()`` calls in ``forward``, found with
 ``torch.fx``), :func:`compile_chain` returns a :class:`Chain` that computes the same
 per-client gradients with fewer and larger kernels and no autograd or functorch
-bookkeeping. Anything else (other normalisation layers, residual additions, embeddings,
-control flow, weight sharing) gives ``None`` and the engine keeps ``vmap``.
+bookkeeping. The layers must come in that order: convolutions first (batch norm and
+pooling only after a convolution), then a flatten (required after them), then the linear
+layers (a linear layer before the flatten acts on its input's last axis only). Anything
+else (other normalisation layers, residual additions, embeddings, control flow, weight
+sharing, that order broken) gives ``None`` and the engine keeps ``vmap``.
 
 Layouts. Client k's weights are the k-th slice of each stacked parameter (K, ...).
 - Convolution part: activations are ``(b, K*C, H, W)``; client k owns channels
@@ -200,19 +203,28 @@ def compile_chain(model: nn.Module) -> Optional["Chain"]:
     if sorted(n for n, _ in model.named_buffers()) != sorted(stats):
         return None  # buffers other than the batch norms' statistics
     # the convolution part comes first, then flatten, then the linear part
-    seen_linear = seen_flatten = False
+    seen_linear = seen_flatten = seen_conv = False
     for o in ops:
         if o.kind in ("conv", "maxpool", "bn") and (seen_linear or seen_flatten):
             return None
-        if o.kind == "bn" and not any(p.kind == "conv" for p in ops[:ops.index(o)]):
-            return None  # batch norm of the input itself: not in the grouped layout
+        if o.kind in ("bn", "maxpool") and not seen_conv:
+            # of the input itself: without a convolution before it the activations are
+            # (K, b, F), not the grouped (b, K*C, H, W), and pooling or normalising them
+            # would mix clients and samples
+            return None
+        if o.kind == "flatten" and seen_linear:
+            return None  # a linear layer on an unflattened input acts on its last axis
+        seen_conv |= o.kind == "conv"
         seen_flatten |= o.kind == "flatten"
         seen_linear |= o.kind == "linear"
+    if seen_conv and not seen_flatten and any(o.kind == "linear" for o in ops):
+        return None  # a linear layer on convolution maps without flatten: last axis only
+    chain = Chain(ops)
     for prev_op, op in zip([None] + ops, ops):  # nothing saves these layers' outputs
         if op.kind == "relu" and prev_op is not None and \
                 prev_op.kind in ("conv", "linear", "maxpool", "bn"):
             op.inplace = True
-    return Chain(ops)
+    return chain
 
 
 class Chain:
@@ -222,6 +234,16 @@ class Chain:
         self.ops = ops
         self.has_conv = any(o.kind == "conv" for o in ops)
         self.has_bn = any(o.kind == "bn" for o in ops)
+        # a chain of linear layers with no flatten before the first: the module applies
+        # it to the input's last axis, so the input must be (K, b, F) already
+        first = next((o.kind for o in ops if o.kind in ("linear", "flatten", "conv")), "")
+        self.needs_flat_input = first == "linear"
+
+    def _check_input(self, x: torch.Tensor) -> None:
+        if self.needs_flat_input and x.dim() != 3:
+            raise ValueError(f"{self!r} starts with a linear layer, which acts on the "
+                             f"input's last axis: inputs must be (clients, batch, "
+                             f"features), got shape {tuple(x.shape)}")
 
     def __repr__(self) -> str:
         return f"Chain({' -> '.join(o.name or o.kind for o in self.ops)})"
@@ -240,6 +262,7 @@ class Chain:
         Returns name -> (K, ...) gradients (the same shapes as ``params``).
         """
         K, b = y.shape[0], y.shape[1]
+        self._check_input(x)
         if self.has_bn:
             if buffers is None:
                 raise ValueError("a chain with batch norm needs the stacked buffers")
@@ -288,6 +311,7 @@ class Chain:
         ``x`` (K, b, ...) -> (K, b, classes). No autograd graph is kept. Equal to each
         client's own forward up to rounding (grouped kernels sum in another order)."""
         K, b = x.shape[0], x.shape[1]
+        self._check_input(x)
         if self.has_bn and buffers is None:
             raise ValueError("a chain with batch norm needs the stacked buffers")
         if self.has_conv:
