@@ -176,8 +176,23 @@ class RunContext:
         key = json.dumps([spec.to_dict(), self.scale, dict(self.config), self.device,
                           self.cache_version(), _keys.data_identity(self)],
                          sort_keys=True, default=str)
-        folder = Path(self.checkpoint_dir) / self.claim_id
-        folder.mkdir(parents=True, exist_ok=True)
+        root = Path(self.checkpoint_dir)
+        folder = root / self.claim_id
+        try:
+            # never through a link planted in the checkpoint folders (a write would land
+            # outside them), and a folder that cannot be made only costs the resume
+            if any(p.is_symlink() for p in (root, folder)):
+                raise OSError("a symlink in the checkpoint folders")
+            folder.mkdir(parents=True, exist_ok=True)
+            if folder.is_symlink() or not folder.is_dir():
+                raise OSError("not a folder")
+        except OSError as exc:
+            import warnings
+
+            text = " ".join(str(getattr(exc, "strerror", None) or exc).split())[:120]
+            warnings.warn(f"no checkpoint for {spec.label()} under {folder} ({text}); the "
+                          f"unit runs without one", stacklevel=2)
+            return None
         return str(folder / f"{hashlib.sha256(key.encode()).hexdigest()[:24]}.pt")
 
     def to_dict(self) -> dict:

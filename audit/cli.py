@@ -363,6 +363,21 @@ def _check_locks(claims) -> None:
             claim.locks()
 
 
+def _check_report_paths(out: Path, ids: Sequence[str]) -> None:
+    """What writing each claim's report into ``out`` would meet, checked before any unit
+    runs: a folder where ``<id>.json`` or ``<id>.md`` goes, or an unreadable regime map
+    (its report embeds it) is one error line now, not a failure after the work."""
+    from audit import regime
+
+    for cid in ids:
+        for name in (f"{cid}.json", f"{cid}.md"):
+            path = Path(out) / name
+            if path.is_dir() and not path.is_symlink():
+                raise AuditError(f"{safeio.term_text(str(path))} is a folder; the report of "
+                                 f"{cid} cannot be written there")
+        regime.read(out, cid)
+
+
 def _execute_all(args, write_reports: bool, unlocked: list | None = None):
     """Run the selected claims. Given a list ``unlocked`` (verify), a claim with no lock
     at its scale is not run: its id is appended there instead."""
@@ -388,10 +403,15 @@ def _execute_all(args, write_reports: bool, unlocked: list | None = None):
             check_present(ctx.config, ctx.data_dir)
         except AuditError as exc:
             raise AuditError(f"{claim.id} at {ctx.scale} scale: {exc}") from None
+    cache = Cache(args.cache_dir or Cache.default_root(), enabled=not args.no_cache)
+    why = cache.problem()
+    if why:  # before --out exists: every checkpoint and result would fail to be kept
+        raise AuditError(f"cannot use {safeio.term_text(str(cache.root))} as the run cache ({why}); "
+                         f"set $AUDIT_CACHE or --cache-dir to a folder, or pass --no-cache")
     if write_reports:
         safeio.check_output_folder(args.out)  # never replace a file audit did not write
         report.check_writable(args.out)
-    cache = Cache(args.cache_dir or Cache.default_root(), enabled=not args.no_cache)
+        _check_report_paths(args.out, [claim.id for claim, _ in contexts])
     from audit.pool import choose_backend
 
     backend = choose_backend(args.backend, device=args.device, ray_address=args.ray_address,

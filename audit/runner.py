@@ -209,6 +209,36 @@ class Cache:
         base = Path(xdg) if xdg and Path(xdg).is_absolute() else Path.home() / ".cache"
         return base / "audit"
 
+    def problem(self) -> str | None:
+        """Why the root cannot hold a cache (a file or a device there, a folder that
+        cannot be written or made), or None: checked before a run, so a bad
+        ``$AUDIT_CACHE`` is one error line and not a failure after the units ran. Writes
+        nothing that stays (a folder that exists is test-written with a temporary file;
+        one that does not is left to be made by the first store)."""
+        import tempfile
+
+        if not self.enabled:
+            return None
+        root = Path(os.path.abspath(self.root))
+        try:
+            if os.path.lexists(root):
+                if not root.is_dir():
+                    return "not a folder"
+                fd, probe = tempfile.mkstemp(dir=root, prefix=".probe-")
+                os.close(fd)
+                os.unlink(probe)
+                return None
+            parent = root.parent
+            while not os.path.lexists(parent) and parent != parent.parent:
+                parent = parent.parent
+            if not parent.is_dir():
+                return f"{parent} is not a folder"
+            if not os.access(parent, os.W_OK | os.X_OK):
+                return f"it cannot be made in {parent}"
+        except OSError as exc:
+            return " ".join(str(getattr(exc, "strerror", None) or exc).split())[:120]
+        return None
+
     def key_material(self, claim_id: str, spec: RunSpec, ctx: RunContext,
                      version: str, data: Mapping[str, str] | None = None) -> dict:
         """Everything a unit's result depends on: claim, spec, scale, config, device, code
@@ -791,7 +821,7 @@ def execute(claim: Claim, ctx: RunContext, *, cache: Cache,
     else:
         try:
             analysis = _analysed(claim, results, ctx)
-        except (KeyError, TypeError, IndexError):
+        except _SHAPE_ERRORS:
             odd = _odd_cached_results(results, hits)  # (never a unit this run computed)
             if not odd and hits and not claim.origin:
                 # no entry stands out (an arm of one unit, an exact claim): every cached
@@ -885,16 +915,22 @@ def _exc_line(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
 
+#: what an analysis raises on a cached result of the wrong shape or type (a missing key,
+#: a string where a number was stored): :func:`execute` recomputes the cached units then
+_SHAPE_ERRORS = (KeyError, TypeError, IndexError, ValueError)
+
+
 def _analysed(claim: Claim, results, ctx):
     """``claim.analyse(results, ctx)``, checked: it must return an
     :class:`audit.claims.Analysis`. A plugin's other exceptions are one AuditError naming
-    it (a KeyError, TypeError or IndexError passes through unchanged, for the cache's
-    wrong-shape recovery in :func:`execute`, and is named by the caller's caller)."""
+    it (a KeyError, TypeError, IndexError or ValueError passes through unchanged, for the
+    cache's wrong-shape recovery in :func:`execute`, and is named by the caller's
+    caller)."""
     from audit.claims import Analysis
 
     try:
         analysis = claim.analyse(results, ctx)
-    except (AuditError, KeyboardInterrupt, KeyError, TypeError, IndexError):
+    except (AuditError, KeyboardInterrupt) + _SHAPE_ERRORS:
         raise
     except (Exception, SystemExit) as exc:
         if not claim.origin:

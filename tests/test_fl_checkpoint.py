@@ -63,3 +63,63 @@ def test_corrupt_checkpoint_is_reported_and_ignored(fed, tmp_path):
     with pytest.warns(UserWarning, match="ignoring unreadable checkpoint"):
         h = run_federated(vgg, fed, CountingFedAvg(), cfg, checkpoint=str(ckpt))
     assert _strip(h) == _strip(run_federated(vgg, fed, CountingFedAvg(), cfg))
+
+
+def _killed_checkpoint(fed, tmp_path, cfg):
+    ckpt = str(tmp_path / "run.pt")
+    with pytest.raises(Killed):
+        run_federated(vgg, fed, CountingFedAvg(kill_at=3), cfg, checkpoint=ckpt,
+                      checkpoint_every=2)
+    return ckpt
+
+
+def _broken(saved: dict, field: str) -> dict:
+    bad = dict(saved)
+    if field == "no reference":
+        bad.pop("reference")
+    elif field == "sample_rng":
+        bad["sample_rng"] = {}
+    elif field == "torch_rng":
+        bad["torch_rng"] = torch.zeros(3, dtype=torch.uint8)
+    elif field == "global_state":
+        bad["global_state"] = {}
+    elif field == "client_states":
+        bad["client_states"] = []
+    elif field == "shapes":
+        bad["global_state"] = {k: torch.zeros(2, *v.shape) for k, v in
+                               saved["global_state"].items()}
+    return bad
+
+
+@pytest.mark.parametrize("field", ["no reference", "sample_rng", "torch_rng", "global_state",
+                                   "client_states", "shapes"])
+def test_a_checkpoint_that_cannot_be_restored_starts_afresh(fed, tmp_path, field):
+    """A readable run state with one field wrong (of this config and algorithm) raised
+    KeyError, ValueError, RuntimeError or IndexError on resume, on every later run, until
+    the file was deleted by hand (found by a hostile probe)."""
+    cfg = FLConfig(rounds=4, clients_per_round=3, batch_size=16, seed=5)
+    ckpt = _killed_checkpoint(fed, tmp_path, cfg)
+    torch.save(_broken(torch.load(ckpt, weights_only=True), field), ckpt)
+    with pytest.warns(UserWarning, match="ignoring checkpoint"):
+        h = run_federated(vgg, fed, CountingFedAvg(), cfg, checkpoint=ckpt)
+    assert _strip(h) == _strip(run_federated(vgg, fed, CountingFedAvg(), cfg))
+
+
+@pytest.mark.parametrize("kind", ["fifo", "folder", "link"])
+def test_a_checkpoint_name_that_is_not_a_file_is_ignored(fed, tmp_path, kind):
+    """A FIFO at the checkpoint's name made torch.load wait forever; a folder there made
+    the finished run fail in os.remove and lose its result."""
+    import os
+
+    ckpt = tmp_path / "run.pt"
+    if kind == "fifo":
+        os.mkfifo(ckpt)
+    elif kind == "folder":
+        ckpt.mkdir()
+    else:
+        (tmp_path / "elsewhere.pt").write_bytes(b"x")
+        ckpt.symlink_to(tmp_path / "elsewhere.pt")
+    cfg = FLConfig(rounds=2, clients_per_round=3, batch_size=16, seed=5)
+    with pytest.warns(UserWarning, match="not a regular file"):
+        h = run_federated(vgg, fed, CountingFedAvg(), cfg, checkpoint=str(ckpt))
+    assert _strip(h) == _strip(run_federated(vgg, fed, CountingFedAvg(), cfg))

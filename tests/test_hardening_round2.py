@@ -387,14 +387,19 @@ def test_max_seeds_one_and_a_list_valued_metric_are_one_line(toy, capsys):
     assert "not a number" in _one_error_line(capsys)
 
 
-def test_a_cache_that_is_a_file_warns_and_the_run_goes_on(toy, tmp_path, capsys,
-                                                          monkeypatch):
+def test_a_cache_that_is_a_file_is_refused_and_no_cache_goes_on(toy, tmp_path, capsys,
+                                                                 monkeypatch):
+    # it used to warn and go on; a checkpointing claim then failed after its units ran
+    # (the fifth hostile round), so the bad root is now one line before the run
     blocker = tmp_path / "cachefile"
     blocker.write_text("not a folder")
     monkeypatch.setenv("AUDIT_CACHE", str(blocker))
+    assert main(["run", "toy-claim", "--out", str(tmp_path / "out"), "--quiet"]) == 2
+    assert "as the run cache" in _one_error_line(capsys)
     with warnings.catch_warnings(record=True):
         warnings.simplefilter("always")
-        assert main(["run", "toy-claim", "--out", str(tmp_path / "out"), "--quiet"]) == 0
+        assert main(["run", "toy-claim", "--out", str(tmp_path / "out"), "--quiet",
+                     "--no-cache"]) == 0
     assert blocker.read_text() == "not a folder"
 
 

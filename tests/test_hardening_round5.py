@@ -62,3 +62,86 @@ def test_client_chunk_must_be_a_whole_number(chunk):
     """A float or string passed the check and failed mid-run in ``range``."""
     with pytest.raises(ValueError, match="client_chunk"):
         FLConfig(rounds=1, client_chunk=chunk)
+
+
+# ------------------------------------------------ a probe of interruption and the cache
+def test_a_cached_value_of_the_wrong_type_is_recomputed(toy, tmp_path):
+    """A number stored as a string (checksum recomputed) made the analysis raise
+    ValueError, a traceback on every run; a missing key was already recomputed."""
+    import hashlib
+    import json
+
+    from audit.runner import CacheWarning, _canonical
+
+    cache = Cache(tmp_path / "c")
+    ctx = make_context(toy.CLAIM, "smoke")
+    first = execute(toy.CLAIM, ctx, cache=cache, progress=False)
+    target = sorted((tmp_path / "c" / "toy-claim").glob("*.json"))[0]
+    entry = json.loads(target.read_text())
+    entry["result"]["score"] = "zero"
+    entry["checksum"] = hashlib.sha256(_canonical(entry["result"]).encode()).hexdigest()
+    target.write_text(json.dumps(entry))
+    with pytest.warns(CacheWarning, match="wrong shape"):
+        res = execute(toy.CLAIM, ctx, cache=cache, progress=False)
+    assert res.verdict == first.verdict and res.computed >= 1
+
+
+@pytest.mark.parametrize("kind", ["file", "devnull"])
+def test_a_cache_root_that_is_no_folder_is_one_error_before_the_run(toy, tmp_path, capsys,
+                                                                   monkeypatch, kind):
+    """$AUDIT_CACHE at a file failed each checkpointing unit after it ran (NotADirectoryError,
+    and "the others are cached" when none was) and left an empty --out behind."""
+    from audit.cli import main
+
+    root = tmp_path / "cachefile"
+    if kind == "file":
+        root.write_text("x")
+    monkeypatch.setenv("AUDIT_CACHE", str(root) if kind == "file" else "/dev/null")
+    toy.CALLS.clear()
+    out = tmp_path / "out"
+    assert main(["run", "toy-claim", "--out", str(out), "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert "as the run cache" in err and "--no-cache" in err
+    assert not out.exists() and not toy.CALLS
+    assert main(["run", "toy-claim", "--out", str(out), "--quiet", "--no-cache"]) == 0
+
+
+def test_no_checkpoint_is_written_through_a_linked_folder(tmp_path):
+    """A link at <cache>/checkpoints sent a killed unit's checkpoint outside the cache."""
+    from audit.claims import RunContext, RunSpec
+
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    root = tmp_path / "cache" / "checkpoints"
+    root.parent.mkdir()
+    root.symlink_to(outside, target_is_directory=True)
+    ctx = RunContext("flayer-masked-zero", "smoke", {}, (0,), checkpoint_dir=str(root))
+    with pytest.warns(UserWarning, match="no checkpoint"):
+        assert ctx.checkpoint(RunSpec("fedavg", 0)) is None
+    assert not any(outside.iterdir())
+    root.unlink()
+    root.mkdir()
+    (root / "flayer-masked-zero").symlink_to(outside, target_is_directory=True)
+    with pytest.warns(UserWarning, match="no checkpoint"):
+        assert ctx.checkpoint(RunSpec("fedavg", 0)) is None
+    (root / "flayer-masked-zero").unlink()
+    assert ctx.checkpoint(RunSpec("fedavg", 0)).startswith(str(root / "flayer-masked-zero"))
+
+
+@pytest.mark.parametrize("kind", ["folder at the report", "unreadable regime map"])
+def test_what_would_stop_the_report_is_refused_before_the_units(toy, tmp_path, capsys, kind):
+    from audit.cli import main
+
+    out = tmp_path / "out"
+    assert main(["run", "toy-claim", "--out", str(out), "--quiet"]) == 0
+    (out / "toy-claim.json").unlink()
+    if kind == "folder at the report":
+        (out / "toy-claim.json").mkdir()
+    else:
+        (out / "toy-claim").mkdir(exist_ok=True)
+        (out / "toy-claim" / "regime.json").write_text("{bad")
+    toy.CALLS.clear()
+    assert main(["run", "toy-claim", "--out", str(out), "--quiet", "--no-cache"]) == 2
+    assert not toy.CALLS  # nothing ran
+    err = capsys.readouterr().err
+    assert ("is a folder" in err) if kind.startswith("folder") else ("regime map" in err)

@@ -10,7 +10,7 @@ import torch
 
 from .config import FLConfig
 
-__all__ = ["save_atomic"]
+__all__ = ["restorable", "save_atomic"]
 
 
 def save_atomic(path: str, payload: dict) -> bool:
@@ -58,8 +58,18 @@ _CHECKPOINT_SHAPE = {"round": int, "global_state": dict, "client_states": (list,
 
 def _load_checkpoint(path: str, cfg: FLConfig, alg_name: str) -> Optional[dict]:
     import os
+    import stat
 
-    if not path or not os.path.exists(path):
+    if not path or not os.path.lexists(path):
+        return None
+    try:
+        mode = os.lstat(path).st_mode
+    except OSError:
+        return None
+    if not stat.S_ISREG(mode):  # a link, folder or FIFO (torch.load would wait forever)
+        import warnings
+
+        warnings.warn(f"ignoring checkpoint {path}: not a regular file", stacklevel=3)
         return None
     try:
         payload = torch.load(path, map_location=cfg.device, weights_only=True)
@@ -81,6 +91,8 @@ def _load_checkpoint(path: str, cfg: FLConfig, alg_name: str) -> Optional[dict]:
         bad = ["round"]
     if not bad and not all(isinstance(v, list) for v in payload["rec"].values()):
         bad = ["rec"]
+    if not bad and not isinstance(payload.get("reference", False), (dict, type(None))):
+        bad = ["reference"]
     if bad:  # tampered or truncated: start afresh rather than fail mid-resume
         import warnings
 
@@ -88,3 +100,36 @@ def _load_checkpoint(path: str, cfg: FLConfig, alg_name: str) -> Optional[dict]:
                       f"wrong type", stacklevel=3)
         return None
     return payload
+
+
+def restorable(payload: dict, global_state: dict, client_states, sample_rng,
+               server_rng) -> list[str]:
+    """What in a loaded run state (:func:`_load_checkpoint`) cannot be restored into this
+    run, checked before anything is changed: the global model's (and the reference's)
+    names, shapes and dtypes, the client states' container and count, and each random
+    state, tried on a fresh generator of the run's kind. [] when it can be."""
+    bad = []
+
+    def same_model(state) -> bool:
+        return isinstance(state, dict) and set(state) == set(global_state) and all(
+            isinstance(state[k], torch.Tensor) and state[k].shape == v.shape
+            and state[k].dtype == v.dtype for k, v in global_state.items())
+
+    if not same_model(payload["global_state"]):
+        bad.append("global_state")
+    if payload["reference"] is not None and not same_model(payload["reference"]):
+        bad.append("reference")
+    saved = payload["client_states"]
+    if type(saved) is not type(client_states) or len(saved) != len(client_states) or (
+            isinstance(saved, dict) and set(saved) != set(client_states)):
+        bad.append("client_states")
+    for name, rng in (("sample_rng", sample_rng), ("server_rng", server_rng)):
+        try:
+            type(rng.bit_generator)().state = payload[name]
+        except (TypeError, ValueError, KeyError):
+            bad.append(name)
+    try:
+        torch.Generator().set_state(payload["torch_rng"].cpu())
+    except (RuntimeError, TypeError):
+        bad.append("torch_rng")
+    return bad

@@ -99,6 +99,7 @@ cuDNN's deterministic kernels, which ``run_federated`` selects for its duration)
 from __future__ import annotations
 
 import contextlib
+import copy
 import contextvars
 import time
 from collections import defaultdict
@@ -110,7 +111,7 @@ import torch
 import torch.nn as nn
 
 from .alloc import keep_freed_memory
-from .checkpoint import _load_checkpoint, save_atomic
+from .checkpoint import _load_checkpoint, restorable, save_atomic
 from .config import AMP_MODES, FLConfig
 from .data import FederatedData
 from .evaluation import History, evaluate, evaluate_many, layer_stats
@@ -269,6 +270,21 @@ def _run(model_fn, fed: FederatedData, alg: Algorithm, cfg: FLConfig, reference_
     first_round = 1
     resumed = _load_checkpoint(checkpoint, cfg, alg.name) if checkpoint else None
     if resumed is not None:
+        bad = restorable(resumed, global_state, client_states, sample_rng, server_rng)
+        if not bad:
+            before = copy.deepcopy(alg.state_dict())
+            try:
+                alg.load_state_dict(resumed["algorithm_state"])
+            except Exception as exc:  # noqa: BLE001 (an algorithm's own state check)
+                alg.load_state_dict(before)
+                bad = [f"algorithm_state ({type(exc).__name__})"]
+        if bad:  # tampered, or from another code's shapes: start afresh, never fail
+            import warnings
+
+            warnings.warn(f"ignoring checkpoint {checkpoint}: cannot restore "
+                          f"{', '.join(bad)}; the run starts afresh", stacklevel=2)
+            resumed = None
+    if resumed is not None:
         first_round = int(resumed["round"]) + 1
         global_state = resumed["global_state"]
         client_states = resumed["client_states"]
@@ -278,7 +294,6 @@ def _run(model_fn, fed: FederatedData, alg: Algorithm, cfg: FLConfig, reference_
         torch.set_rng_state(resumed["torch_rng"].cpu())
         if dev.type == "cuda" and resumed["cuda_rng"].numel():
             torch.cuda.set_rng_state(resumed["cuda_rng"].cpu(), dev)
-        alg.load_state_dict(resumed["algorithm_state"])
         for k, v in resumed["rec"].items():
             rec[k] = list(v)
     elif cfg.eval_init:
@@ -346,7 +361,8 @@ def _run(model_fn, fed: FederatedData, alg: Algorithm, cfg: FLConfig, reference_
 
         # finished: the result is cached by the runner; another process that ran the same
         # unit at the same time (two sweeps, two test workers) may have removed it already
-        with contextlib.suppress(FileNotFoundError):
+        # (a folder planted at its name is left: the run never read or wrote it)
+        with contextlib.suppress(OSError):
             os.remove(checkpoint)
 
     keys = ["rounds", "test_acc", "test_loss", "personal_acc", "personal_loss", "client_acc",
