@@ -229,7 +229,11 @@ def test_the_eta_counts_the_cores_a_local_ray_instance_runs_on(toy, monkeypatch,
     from audit.runner import Cache, make_context
 
     monkeypatch.setattr(estimate, "seconds_per_seed", lambda *a, **k: 1200.0)
-    monkeypatch.setattr(cli.os, "cpu_count", lambda: 4)
+    import audit.runner as runner
+
+    # the instance gets the cores this process may use (not the machine's cpu_count)
+    monkeypatch.setattr(runner, "usable_cores", lambda: 4)
+    monkeypatch.setattr(cli.os, "cpu_count", lambda: 64)
     args = argparse.Namespace(scale="full", quiet=False, backend=backend, ray_address=address)
     ctx = make_context(toy.CLAIM, "full", seeds=3)
     eta = cli._Eta(args, [(toy.CLAIM, ctx)], {}, Cache(tmp_path / "c"))
