@@ -152,29 +152,25 @@ class PoolBackend:
 
         self.workers = max(1, int(workers) if workers is not None else usable_cores())
         self._executor: cf.ProcessPoolExecutor | None = None
-        self._size = 0  # worker processes of the current pool (at most the units given)
+        self._running = 0  # units the last claim ran at once: min(workers, its units)
         self._here: str | None = None  # why the last claim's units ran in this process
 
     def describe(self) -> str:
         if self._here:
             return f"one after another in this process ({self._here}; pool backend)"
-        n = self._size or self.workers
+        n = self._running or self.workers
         return (f"in parallel in {n} local worker process"
                 f"{'es' if n > 1 else ''} (pool backend; 1 torch thread a unit)")
 
     # ------------------------------------------------------------------ the pool
-    def _pool(self, units: int) -> cf.ProcessPoolExecutor:
-        """The pool, with at most ``units`` workers: an executor starts a process for
-        every unit submitted while none is idle, so a large ``workers`` with few units
-        would start one process a unit. A later claim with more units gets a larger
-        pool (up to ``workers``)."""
-        want = max(1, min(self.workers, units))
-        if self._executor is not None and self._size < want:
-            self.close()
+    def _pool(self) -> cf.ProcessPoolExecutor:
+        """One pool for every claim and look of the command. Its executor (forkserver or
+        spawn) starts a worker only for a unit submitted while none is idle, so it never
+        starts more workers than the units it was given at once, whatever ``workers``
+        says."""
         if self._executor is None:
             self._executor = cf.ProcessPoolExecutor(
-                max_workers=want, mp_context=_context(), initializer=_init_worker)
-            self._size = want
+                max_workers=self.workers, mp_context=_context(), initializer=_init_worker)
         return self._executor
 
     def close(self) -> None:
@@ -182,11 +178,10 @@ class PoolBackend:
         if self._executor is not None:
             self._executor.shutdown(wait=True, cancel_futures=True)
             self._executor = None
-            self._size = 0
 
     def _stop(self) -> None:
         """Stop the workers now, without waiting for the units they are running."""
-        executor, self._executor, self._size = self._executor, None, 0
+        executor, self._executor = self._executor, None
         if executor is None:
             return
         procs = list((getattr(executor, "_processes", None) or {}).values())
@@ -235,7 +230,8 @@ class PoolBackend:
             yield from self._here_imap(claim, ctx, specs, why)
             return
         self._here = None
-        pool = self._pool(len(specs))
+        self._running = min(self.workers, len(specs))
+        pool = self._pool()
         env = dict(os.environ)
         pending = {pool.submit(_run_unit, payload, spec, env): spec for spec in specs}
         failures: list[tuple[RunSpec, BaseException]] = []
@@ -316,7 +312,7 @@ def choose_backend(name: str = "auto", *, device: str = "cpu", workers: int | No
     if name == "pool" and workers is not None and workers > cores:
         warnings.warn(f"--workers {workers} on {cores} usable core(s): the units share the "
                       f"cores (each still one torch thread; results are unchanged, only "
-                      f"slower); a pool never starts more workers than a claim has units",
+                      f"slower); the pool never starts more workers than units it is given",
                       PoolWarning, stacklevel=2)
     if name == "local" or parallel_units(name, device, workers) < 2 and name == "auto":
         return LocalBackend()

@@ -168,8 +168,11 @@ def answer(question: Question, parts: Mapping[str, Part | Mapping],
                        for p, w in zip(mine, words))
     needs = ""
     if verdict == "INCONCLUSIVE":
-        gated = any(get(p, "gated") and "premise not reproduced" in str(get(p, "reason"))
-                    for p in mine)
+        # a part the gate held: its premise not reproduced, or undecided where its own
+        # comparison had decided (verdict.premise_gate's two reasons)
+        gated = any(get(p, "gated") and any(
+            f"premise {held} at this scale" in str(get(p, "reason"))
+            for held in ("not reproduced", "not shown")) for p in mine)
         own = "; ".join(str(get(p, "needs")) for p in mine if get(p, "needs"))
         needs = (question.decides or own) if gated else (own or question.decides)
     rows = []

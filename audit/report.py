@@ -278,8 +278,18 @@ def _level(level: Any) -> str:
 #: difference differ (the three-way rule widens its own for skewness), so each says which
 #: it is and which one decides.
 METHOD_LABELS = {"hall": "Hall's t, descriptive",
-                 "robust-hall": "Hall's t widened for skewness: the three-way rule's",
-                 "constant": "every seed equal: the point, no interval"}
+                 "robust-hall": "Hall's t widened for skewness: the three-way rule's"}
+
+#: what an interval of width zero is shown as: every seed gave the same value (or the
+#: same difference), so no method made an interval, whatever the estimate's method says
+POINT_TEXT = "every seed equal: no spread, no interval"
+
+
+def _is_point(e: Mapping) -> bool:
+    low, high = e.get("low"), e.get("high")
+    n = e.get("n")
+    return isinstance(low, (int, float)) and not isinstance(low, bool) and low == high \
+        and isinstance(n, int) and not isinstance(n, bool) and n >= 2  # seeds, all equal
 
 
 def _method_label(method: Any) -> str:
@@ -292,6 +302,8 @@ def _ci(e: Mapping) -> str:
     never read as the same; "" without bounds."""
     if e.get("low") is None or e.get("high") is None:
         return ""
+    if _is_point(e):
+        return f"({POINT_TEXT})"
     label = ", ".join(x for x in (_level(e.get("level")), _method_label(e.get("method")))
                       if x)
     return f"[{_fmt(e['low'])}, {_fmt(e['high'])}]" + (f" ({label})" if label else "")
@@ -302,12 +314,15 @@ def _estimate_rows(estimates: list[Mapping]) -> list[list]:
     for e in estimates:
         if e.get("low") is None and e.get("high") is None:
             interval = "exact" if e.get("method") == "exact" else "—"
+        elif _is_point(e):
+            interval = f"— ({POINT_TEXT})"
         else:
             level = _level(e.get("level"))
             interval = (f"[{_fmt(e['low'])}, {_fmt(e['high'])}]"
                         + (f" ({level})" if level else ""))
         rows.append([f"`{e['name']}`", e["value"], interval, e.get("n"),
-                     _method_label(e.get("method", "")), e.get("description", "")])
+                     "—" if _is_point(e) else _method_label(e.get("method", "")),
+                     e.get("description", "")])
     return rows
 
 
@@ -379,7 +394,7 @@ def render_markdown(data: Mapping, figure_dir: str | None = None) -> str:
     premise = data.get("premise")
     if premise:
         est = premise.get("estimate") or {}
-        ci = f", CI {_ci(est)}" if _ci(est) else ""
+        ci = "" if not _ci(est) else f" {_ci(est)}" if _is_point(est) else f", CI {_ci(est)}"
         val = f": {_fmt(est['value'])}{ci}" if est else ""
         lines += [f"**Premise** (the paper's own effect, measured first): {premise['effect']}"
                   f"{val} — **{premise['status']}**. {premise.get('reason', '')} The premise "

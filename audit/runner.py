@@ -210,33 +210,19 @@ class Cache:
         return base / "audit"
 
     def problem(self) -> str | None:
-        """Why the root cannot hold a cache (a file or a device there, a folder that
-        cannot be written or made), or None: checked before a run, so a bad
+        """Why the root cannot be a cache folder at all (a file or a device there, or at
+        the folder it would be made in), or None: checked before a run, so a bad
         ``$AUDIT_CACHE`` is one error line and not a failure after the units ran. Writes
-        nothing that stays (a folder that exists is test-written with a temporary file;
-        one that does not is left to be made by the first store)."""
-        import tempfile
-
+        nothing; a folder that is only read-only stays usable (its hits are served, a
+        store is one warning)."""
         if not self.enabled:
             return None
-        root = Path(os.path.abspath(self.root))
-        try:
-            if os.path.lexists(root):
-                if not root.is_dir():
-                    return "not a folder"
-                fd, probe = tempfile.mkstemp(dir=root, prefix=".probe-")
-                os.close(fd)
-                os.unlink(probe)
-                return None
-            parent = root.parent
-            while not os.path.lexists(parent) and parent != parent.parent:
-                parent = parent.parent
-            if not parent.is_dir():
-                return f"{parent} is not a folder"
-            if not os.access(parent, os.W_OK | os.X_OK):
-                return f"it cannot be made in {parent}"
-        except OSError as exc:
-            return " ".join(str(getattr(exc, "strerror", None) or exc).split())[:120]
+        path = Path(os.path.abspath(self.root))
+        while not os.path.lexists(path) and path != path.parent:
+            path = path.parent
+        if not path.is_dir():
+            return "not a folder" if path == Path(os.path.abspath(self.root)) else \
+                f"{path} is not a folder"
         return None
 
     def key_material(self, claim_id: str, spec: RunSpec, ctx: RunContext,
@@ -821,9 +807,10 @@ def execute(claim: Claim, ctx: RunContext, *, cache: Cache,
     else:
         try:
             analysis = _analysed(claim, results, ctx)
-        except _SHAPE_ERRORS:
-            odd = _odd_cached_results(results, hits)  # (never a unit this run computed)
-            if not odd and hits and not claim.origin:
+        except _SHAPE_ERRORS as exc:
+            odd = _odd_cached_results(  # (never a unit this run computed)
+                results, hits, types=isinstance(exc, ValueError))
+            if not odd and hits and not claim.origin and not isinstance(exc, ValueError):
                 # no entry stands out (an arm of one unit, an exact claim): every cached
                 # unit is a suspect, and computing them again is the one cure
                 odd = sorted(hits, key=_spec_sort_key)
@@ -915,8 +902,11 @@ def _exc_line(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
 
-#: what an analysis raises on a cached result of the wrong shape or type (a missing key,
-#: a string where a number was stored): :func:`execute` recomputes the cached units then
+#: what an analysis raises on a cached result of the wrong shape (a missing key, a list
+#: where a mapping was stored): :func:`execute` recomputes the cached units then. A
+#: ValueError (a string where a number was stored) recomputes only units whose values are
+#: provably of another type than their arm's others: analyses raise it for real problems
+#: too, and recomputing a whole cached claim before the same error costs hours
 _SHAPE_ERRORS = (KeyError, TypeError, IndexError, ValueError)
 
 
@@ -1043,23 +1033,49 @@ def _set_torch_threads(n: int) -> None:
 
 
 def _odd_cached_results(results: Mapping[RunSpec, Mapping],
-                        cached: set[RunSpec]) -> list[RunSpec]:
+                        cached: set[RunSpec], types: bool = False) -> list[RunSpec]:
     """Cached units whose result has other top-level keys than most units of the same arm
     and setting (a well-formed entry of the wrong shape, e.g. written by hand): the
-    suspects when an analysis fails with a KeyError or TypeError."""
+    suspects when an analysis fails with a KeyError or TypeError. ``types``: compare the
+    kinds of the values too, at every depth (:func:`_skeleton`: a string where the
+    others hold a number), the suspects of a ValueError."""
     from collections import Counter
+
+    def shape(result):
+        return _skeleton(result) if types else frozenset(result)
 
     groups: dict[tuple[str, str], list[RunSpec]] = {}
     for spec in results:
         groups.setdefault((spec.arm, spec.setting), []).append(spec)
     odd = []
     for members in groups.values():
-        shapes = Counter(frozenset(results[s]) for s in members)
+        shapes = Counter(shape(results[s]) for s in members)
         (common, count), = shapes.most_common(1)
         if len(members) < 2 or count * 2 <= len(members):
             continue
-        odd += [s for s in members if s in cached and frozenset(results[s]) != common]
+        odd += [s for s in members if s in cached and shape(results[s]) != common]
     return sorted(odd, key=_spec_sort_key)
+
+
+def _skeleton(value: Any, depth: int = 0) -> Any:
+    """The kinds in a result, without its values: a mapping's keys with their kinds, the
+    set of kinds in a list, "number" for ints and floats alike (a float that happens to
+    be whole is stored as a float), "bool", "str", "none". Six levels deep at most."""
+    if depth > 6:
+        return "deep"
+    if isinstance(value, bool):
+        return "bool"
+    if isinstance(value, numbers.Real):
+        return "number"
+    if isinstance(value, str):
+        return "str"
+    if value is None:
+        return "none"
+    if isinstance(value, Mapping):
+        return frozenset((str(k), _skeleton(v, depth + 1)) for k, v in value.items())
+    if isinstance(value, (list, tuple)):
+        return ("list", frozenset(_skeleton(v, depth + 1) for v in value))
+    return type(value).__name__
 
 
 def _spec_sort_key(s: RunSpec) -> tuple:

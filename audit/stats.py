@@ -243,7 +243,7 @@ class PairedDifference:
     level: float
     low: float
     high: float
-    method: str  # "t", "hall" or "bca"; "constant" where every difference is equal
+    method: str  # "t", "hall" or "bca"
     p_value: float
     effect_size: float
 
@@ -421,8 +421,7 @@ def paired_difference(
     inputs, so sd is reported as 0) the data cannot carry
     sampling error: the interval collapses to the point ``[mean, mean]``, the
     p-value is 0 if mean != 0 and 1 if mean == 0, and ``effect_size`` is
-    ``+-inf`` (or ``nan`` when mean == 0). No bootstrap is run then, and ``method`` is
-    ``"constant"``: no interval method made the point, so none is named.
+    ``+-inf`` (or ``nan`` when mean == 0). No bootstrap is run then.
     """
     a_arr, b_arr = _as_pair(a, b)
     level = _check_level(level)
@@ -444,9 +443,7 @@ def paired_difference(
     if _all_equal(d, a_arr, b_arr) or not sd > 0:  # an SD that underflows: constant
         p_value = 0.0 if mean != 0.0 else 1.0
         effect = math.copysign(math.inf, mean) if mean != 0.0 else math.nan
-        # every pair differs by the same amount: the point, with no interval of any
-        # method behind it (labelled so, never as a t or Hall interval of width zero)
-        return PairedDifference(mean, 0.0, n, level, mean, mean, "constant", p_value, effect)
+        return PairedDifference(mean, 0.0, n, level, mean, mean, method, p_value, effect)
 
     with warnings.catch_warnings():
         # near-constant differences trigger scipy's precision-loss warning; the
@@ -988,7 +985,7 @@ def three_way(
     # the interval of the decision: Hall's bounds (the point for constant differences,
     # which the guards then refuse), identical to paired_difference's
     diff = replace(hall, low=float(r["low"][0]), high=float(r["high"][0]),
-                   method="constant" if hall.method == "constant" else "robust-hall")
+                   method="robust-hall")
     codes, eq, refused = _decide(r, diff.n, margin, d, alpha, sens)
     code, by_eq, ref = int(codes[0]), bool(eq[0]), bool(refused[0])
     p_sup, p_wrong, p_eq = (float(r[k][0]) for k in ("p_sup", "p_wrong", "p_eq"))
@@ -998,8 +995,7 @@ def three_way(
     inside = bool((r["low"][0] > -d) and (r["high"][0] < d))
     tost = TostResult(p_eq, diff.low, diff.high, d, bool(by_eq), side)
     ci = (f"{_g((1 - alpha) * 100)}% CI [{_g(diff.low)}, {_g(diff.high)}] (Hall's, skewness "
-          f"allowance {_g(SKEW_ALLOWANCE)})") if diff.method != "constant" else \
-        "the same in every pair (no spread, so no interval)"
+          f"allowance {_g(SKEW_ALLOWANCE)})")
     head = f"n = {n} pairs, alpha = {_g(alpha)}: mean(A - B) = {_g(diff.mean)}, {ci}"
     signs = (f"exact sign test p = {_g(p_sup)} (above {_g(margin)}), {_g(p_wrong)} "
              f"(below), {_g(p_eq)} (inside +-{_g(d)})")

@@ -38,8 +38,12 @@ def test_killed_run_resumes_to_the_uninterrupted_numbers(fed, tmp_path):
                       checkpoint_every=2)
     saved = torch.load(ckpt, weights_only=True)
     assert saved["round"] == 4  # rounds 1-4 survive the kill at round 5
-    resumed = run_federated(vgg, fed, CountingFedAvg(), cfg, checkpoint=ckpt,
-                            checkpoint_every=2)
+    import warnings
+
+    with warnings.catch_warnings():  # resumed, not restarted: no checkpoint is ignored
+        warnings.simplefilter("error", UserWarning)
+        resumed = run_federated(vgg, fed, CountingFedAvg(), cfg, checkpoint=ckpt,
+                                checkpoint_every=2)
     assert _strip(resumed) == _strip(full)
     assert not (tmp_path / "run.pt").exists()  # removed once the run finished
 

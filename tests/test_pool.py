@@ -119,8 +119,8 @@ def test_sequential_looks_reuse_one_pool_and_match_the_local_run(toy, tmp_path, 
     started = []
     original = pool._pool
 
-    def spy(units):
-        ex = original(units)
+    def spy():
+        ex = original()
         started.append(id(ex))
         return ex
 

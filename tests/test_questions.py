@@ -57,6 +57,18 @@ def test_a_gated_question_names_the_premise_not_a_seed_count():
     assert questions.answer(EXPERIMENT, {"accuracy": open_})["needs"] == "about 40 seeds"
 
 
+def test_a_decided_part_held_by_an_undecided_premise_names_the_question_s_decider():
+    """The gate's reason for an undecided premise now reads "premise not shown"; the
+    question still says what its declaration says decides it (a first version of that
+    wording matched only "not reproduced" and fell back to the parts' own needs)."""
+    from audit.verdict import Premise, premise_gate
+
+    held = premise_gate(_part("accuracy", "REFUTED"), Premise("x", "undecided", ""))
+    a = questions.answer(EXPERIMENT, {"accuracy": held})
+    assert a["verdict"] == "INCONCLUSIVE" and a["ungated"] == "REFUTED"
+    assert a["needs"] == "the paper's effect must reproduce first"
+
+
 def test_parts_of_one_question_going_both_ways_are_split():
     # each test at half the alpha (two can carry the union outcome alone: Bonferroni)
     q = Question("both", "?", (), ("a", "b"))

@@ -135,3 +135,20 @@ def test_measurements_read_measured_and_flip_distances_carry_their_unit():
     cell = _stability_cell({"stability": {"loo_agree": 9, "loo_total": 10, "flip": 0.0216,
                                           "unit": "share of ||g||^2", "resolution": None}})
     assert cell == "LOO 9/10, flip 0.0216 share of ||g||^2"
+
+
+def test_an_interval_of_width_zero_reads_as_no_interval():
+    """A control compared with itself (every seed's difference 0) read "0 [0, 0] (95%,
+    Hall's t, descriptive)": an interval no method made. A zero-width interval now reads
+    as every seed equal, in the estimate table and beside a finding."""
+    from audit.report import POINT_TEXT, _ci, _estimate_rows
+
+    point = {"name": "d", "value": 0.0, "low": 0.0, "high": 0.0, "level": 0.95, "n": 10,
+             "method": "hall"}
+    assert _ci(point) == f"({POINT_TEXT})" and "Hall" not in _ci(point)
+    row = _estimate_rows([point])[0]
+    assert row[2] == f"— ({POINT_TEXT})" and row[4] == "—"
+    real = {**point, "high": 0.1}
+    assert _ci(real).startswith("[0, 0.1] (95%, Hall's t") and "Hall's t" in \
+        _estimate_rows([real])[0][4]
+    assert _ci({**point, "n": 1}).startswith("[0, 0]")  # one value: said by n = 1

@@ -683,22 +683,3 @@ def test_overflow_underflow_and_power_are_clear():
         with pytest.raises(ValueError, match="power must lie strictly between"):
             stats_mod.three_way(np.arange(10.0), np.zeros(10), equivalence_margin=1, power=bad)
 
-
-@pytest.mark.parametrize("method", ["auto", "t", "hall"])
-def test_constant_differences_name_no_interval_method(method):
-    """Every pair differing by the same amount gave the point [m, m] labelled "t" or
-    "hall", and the report printed "0 [0, 0] (95%, Hall's t, descriptive)" for a control
-    compared with itself: an interval no method made. It is labelled "constant" now, and
-    the three-way rule's reason says the difference is the same in every pair."""
-    from audit.report import _ci
-
-    a = np.array([0.5, 0.6, 0.7, 0.8, 0.9, 0.55])
-    res = stats_mod.paired_difference(a + 0.25, a, method=method)
-    assert res.method == "constant" and res.low == res.high == res.mean
-    assert stats_mod.paired_difference(a * 1.1, a, method=method).method == \
-        ("t" if method == "auto" else method)
-    tw = stats_mod.three_way(a + 0.25, a, margin=0.0, equivalence_margin=0.1)
-    assert tw.difference.method == "constant" and "the same in every pair" in tw.reason
-    assert "Hall's" not in tw.reason.split("the rule refuses")[0]
-    cell = _ci({"low": 0.25, "high": 0.25, "level": 0.95, "method": "constant"})
-    assert "every seed equal" in cell and "Hall" not in cell

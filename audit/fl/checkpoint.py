@@ -103,7 +103,7 @@ def _load_checkpoint(path: str, cfg: FLConfig, alg_name: str) -> Optional[dict]:
 
 
 def restorable(payload: dict, global_state: dict, client_states, sample_rng,
-               server_rng) -> list[str]:
+               server_rng, device: Optional[torch.device] = None) -> list[str]:
     """What in a loaded run state (:func:`_load_checkpoint`) cannot be restored into this
     run, checked before anything is changed: the global model's (and the reference's)
     names, shapes and dtypes, the client states' container and count, and each random
@@ -132,4 +132,9 @@ def restorable(payload: dict, global_state: dict, client_states, sample_rng,
         torch.Generator().set_state(payload["torch_rng"].cpu())
     except (RuntimeError, TypeError):
         bad.append("torch_rng")
+    if device is not None and device.type == "cuda" and payload["cuda_rng"].numel():
+        try:
+            torch.Generator(device).set_state(payload["cuda_rng"].cpu())
+        except (RuntimeError, TypeError):
+            bad.append("cuda_rng")
     return bad

@@ -270,7 +270,8 @@ def _run(model_fn, fed: FederatedData, alg: Algorithm, cfg: FLConfig, reference_
     first_round = 1
     resumed = _load_checkpoint(checkpoint, cfg, alg.name) if checkpoint else None
     if resumed is not None:
-        bad = restorable(resumed, global_state, client_states, sample_rng, server_rng)
+        bad = restorable(resumed, global_state, client_states, sample_rng, server_rng,
+                         dev)
         if not bad:
             before = copy.deepcopy(alg.state_dict())
             try:
