@@ -159,8 +159,9 @@ class PoolBackend:
         if self._here:
             return f"one after another in this process ({self._here}; pool backend)"
         n = self._running or self.workers
-        return (f"in parallel in {n} local worker process"
-                f"{'es' if n > 1 else ''} (pool backend; 1 torch thread a unit)")
+        how = f"in parallel in {n} local worker processes" if n > 1 else \
+            "in 1 local worker process"
+        return f"{how} (pool backend; 1 torch thread a unit)"
 
     # ------------------------------------------------------------------ the pool
     def _pool(self) -> cf.ProcessPoolExecutor:

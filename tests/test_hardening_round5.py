@@ -165,3 +165,11 @@ def test_a_real_value_error_of_a_cached_claim_recomputes_nothing(toy, tmp_path, 
     with pytest.raises(ValueError, match="a real problem"):
         execute(claim, ctx, cache=cache, progress=False)
     assert toy.CALLS == []
+
+
+def test_a_pool_that_ran_one_unit_does_not_say_parallel():
+    pool = PoolBackend(workers=2)
+    pool._running = 1
+    assert pool.describe().startswith("in 1 local worker process (")
+    pool._running = 2
+    assert pool.describe().startswith("in parallel in 2 local worker processes")
