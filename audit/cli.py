@@ -406,8 +406,9 @@ def _execute_all(args, write_reports: bool, unlocked: list | None = None):
     cache = Cache(args.cache_dir or Cache.default_root(), enabled=not args.no_cache)
     why = cache.problem()
     if why:  # before --out exists: every checkpoint and result would fail to be kept
-        raise AuditError(f"cannot use {safeio.term_text(str(cache.root))} as the run cache ({why}); "
-                         f"set $AUDIT_CACHE or --cache-dir to a folder, or pass --no-cache")
+        raise AuditError(f"cannot use {safeio.term_text(str(cache.root))} as the run cache "
+                         f"({why}); set $AUDIT_CACHE or --cache-dir to a folder, or pass "
+                         f"--no-cache")
     if write_reports:
         safeio.check_output_folder(args.out)  # never replace a file audit did not write
         report.check_writable(args.out)
