@@ -475,15 +475,13 @@ class _Eta:
         root = cache.root if cache.enabled else None
         # a local Ray instance runs one unit per core at once (a cluster's size is not
         # known here: the ratio measured after the first claim corrects the line)
+        from audit.pool import parallel_units
+
         workers = 1
         name = getattr(args, "backend", "local")
         if name == "ray" and not getattr(args, "ray_address", None):
-            from audit.pool import parallel_units
-
             workers = parallel_units("ray")  # the local instance's CPUs: the usable cores
         elif name in ("auto", "pool"):
-            from audit.pool import parallel_units
-
             workers = parallel_units(name, getattr(args, "device", "cpu"),
                                      getattr(args, "workers", None))
         # no line before the first estimate: a bad input (a missing dataset) found while

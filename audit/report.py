@@ -315,14 +315,15 @@ def _estimate_rows(estimates: list[Mapping]) -> list[list]:
         if e.get("low") is None and e.get("high") is None:
             interval = "exact" if e.get("method") == "exact" else "—"
         elif _is_point(e):
-            interval = f"— ({POINT_TEXT})"
+            rows.append([f"`{e['name']}`", e["value"], f"— ({POINT_TEXT})", e.get("n"), "—",
+                         e.get("description", "")])
+            continue
         else:
             level = _level(e.get("level"))
             interval = (f"[{_fmt(e['low'])}, {_fmt(e['high'])}]"
                         + (f" ({level})" if level else ""))
         rows.append([f"`{e['name']}`", e["value"], interval, e.get("n"),
-                     "—" if _is_point(e) else _method_label(e.get("method", "")),
-                     e.get("description", "")])
+                     _method_label(e.get("method", "")), e.get("description", "")])
     return rows
 
 
@@ -394,7 +395,8 @@ def render_markdown(data: Mapping, figure_dir: str | None = None) -> str:
     premise = data.get("premise")
     if premise:
         est = premise.get("estimate") or {}
-        ci = "" if not _ci(est) else f" {_ci(est)}" if _is_point(est) else f", CI {_ci(est)}"
+        ci = _ci(est)
+        ci = "" if not ci else f" {ci}" if _is_point(est) else f", CI {ci}"
         val = f": {_fmt(est['value'])}{ci}" if est else ""
         lines += [f"**Premise** (the paper's own effect, measured first): {premise['effect']}"
                   f"{val} — **{premise['status']}**. {premise.get('reason', '')} The premise "
