@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from typing import Any, Iterable, Mapping, Sequence
 
 from audit.verdict import (ALL_OUTCOMES, DIVERGED_PART, Combination, Outcome, Part,
-                           share_counts)
+                           held_of, share_counts)
 
 #: What a question is: a ``proof`` (mathematics: an identity, a theorem, an exact count or
 #: byte count; more seeds cannot move it), an ``experiment`` (decided from runs over
@@ -168,11 +168,9 @@ def answer(question: Question, parts: Mapping[str, Part | Mapping],
                        for p, w in zip(mine, words))
     needs = ""
     if verdict == "INCONCLUSIVE":
-        # a part the gate held: its premise not reproduced, or undecided where its own
-        # comparison had decided (verdict.premise_gate's two reasons)
-        gated = any(get(p, "gated") and any(
-            f"premise {held} at this scale" in str(get(p, "reason"))
-            for held in ("not reproduced", "not shown")) for p in mine)
+        # a part the gate held (``Part.held``): its premise not reproduced, or undecided
+        # where its own comparison had decided
+        gated = any(held_of(p) for p in mine)
         own = "; ".join(str(get(p, "needs")) for p in mine if get(p, "needs"))
         needs = (question.decides or own) if gated else (own or question.decides)
     rows = []

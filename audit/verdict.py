@@ -129,7 +129,10 @@ class Part:
     ``gated``: the part explains the paper's effect and went through
     :func:`premise_gate` (it can be decided only where the premise is reproduced);
     ``ungated``: the verdict its own comparison gave where the gate held it INCONCLUSIVE
-    (shown beside the question's word, never as it).
+    (shown beside the question's word, never as it). ``held``: why the gate holds the
+    part, "" where it does not: ``"not reproduced"`` (the premise is shown absent at
+    this scale) or ``"not shown"`` (undecided, where the part's own comparison had
+    decided); a question with such a part asks for its declared decider first.
     ``alpha_share``: the share of the claim's alpha the part's rule was applied at (1/k
     for a Bonferroni share of k); None when not declared. A union path of
     :func:`all_of` / :func:`any_of` counts a part only at a share of at most 1/k
@@ -151,6 +154,7 @@ class Part:
     # what the part's own comparison said where premise_gate overrode it to INCONCLUSIVE
     # (the premise not reproduced, or undecided); "" where nothing was overridden
     ungated: str = ""
+    held: str = ""  # one of HELD_BY_PREMISE, or ""
 
     @property
     def fragile(self) -> bool:
@@ -165,7 +169,8 @@ class Part:
                 "resolution": _clean(self.resolution), "unit": self.unit,
                 "fragile": self.fragile, "gated": self.gated,
                 "alpha_share": _clean(self.alpha_share),
-                **({"ungated": self.ungated} if self.ungated else {})}
+                **({"ungated": self.ungated} if self.ungated else {}),
+                **({"held": self.held} if self.held else {})}
 
     @classmethod
     def from_dict(cls, d: Mapping) -> "Part":
@@ -175,10 +180,30 @@ class Part:
                    reachable=tuple(d.get("reachable", ALL_OUTCOMES)),
                    flip=d.get("flip"), resolution=d.get("resolution"), unit=d.get("unit", ""),
                    gated=bool(d.get("gated", False)), alpha_share=d.get("alpha_share"),
-                   ungated=str(d.get("ungated") or ""))
+                   ungated=str(d.get("ungated") or ""), held=held_of(d))
 
 
 PREMISE_STATUSES = ("reproduced", "not reproduced", "undecided")
+
+#: why :func:`premise_gate` holds a part (``Part.held``): its premise shown absent, or
+#: undecided where the part's own comparison had decided
+HELD_BY_PREMISE = ("not reproduced", "not shown")
+
+
+def held_of(part: Mapping | Part) -> str:
+    """``Part.held`` of a part or its stored JSON. A part stored before the field existed
+    (an older report) is read from the gate's reason, which began "premise <held> at this
+    scale" whenever it held the part."""
+    if isinstance(part, Part):
+        return part.held
+    held = part.get("held")
+    if held is not None:
+        return held if held in HELD_BY_PREMISE else ""
+    if part.get("gated") is not True:
+        return ""
+    reason = str(part.get("reason") or "")
+    return next((h for h in HELD_BY_PREMISE if reason.startswith(f"premise {h} at this "
+                                                                   f"scale")), "")
 
 
 @dataclass(frozen=True)
@@ -222,7 +247,8 @@ def premise_gate(part: Part, premise: Premise | None) -> Part:
     ``gated`` whatever the premise says, so the sequential plan knows that a premise shown
     not reproduced leaves it nothing to decide (``audit.runner.execute_sequential``).
     Where the effect is not reproduced, ``needs`` names it first, never a seed count
-    alone, and the part has no flip distance (one seed cannot move it)."""
+    alone, and the part has no flip distance (one seed cannot move it). ``held`` says
+    why the gate holds it (:data:`HELD_BY_PREMISE`)."""
     if premise is None:
         return part
     part = replace(part, gated=True)
@@ -231,25 +257,21 @@ def premise_gate(part: Part, premise: Premise | None) -> Part:
     # the gate holds the part INCONCLUSIVE whatever its comparison says, so moving one
     # seed cannot flip it: no flip distance (and no "fragile") is read from it
     part = replace(part, flip=None)
-    if part.verdict == Outcome.INCONCLUSIVE:
-        # undecided on its own too: what would decide it starts with the premise, never
-        # with a seed count alone (more seeds cannot decide a part whose premise is shown
-        # absent, and they decide it only once the premise is shown where it is undecided)
-        if premise.status == "not reproduced":
-            return replace(part, reason=(f"premise not reproduced at this scale "
-                                         f"({premise.effect}: {premise.status}); the "
-                                         f"comparison alone said INCONCLUSIVE: {part.reason}"),
-                           needs="a scale or setting where the paper's effect reproduces")
-        first = (f"the paper's effect shown first ({premise.effect}: {premise.status} at "
-                 f"this scale)")
-        return replace(part, needs=f"{first}; then {part.needs}" if part.needs else first)
-    if premise.status == "not reproduced":
-        held, needs = "not reproduced", "a scale or setting where the paper's effect reproduces"
-    else:  # undecided: more seeds may still show it
-        held = "not shown"
-        needs = (f"the paper's effect shown first ({premise.effect}: {premise.status} at "
-                 f"this scale)")
-    return replace(part, verdict=Outcome.INCONCLUSIVE, ungated=part.verdict.value,
+    absent = premise.status == "not reproduced"
+    # what would decide the part starts with the premise, never with a seed count alone
+    # (more seeds cannot decide a part whose premise is shown absent, and they decide it
+    # only once the premise is shown where it is undecided)
+    needs = ("a scale or setting where the paper's effect reproduces" if absent else
+             f"the paper's effect shown first ({premise.effect}: {premise.status} at this "
+             f"scale)")
+    if part.verdict == Outcome.INCONCLUSIVE and not absent:
+        # undecided on its own and its premise undecided: the gate holds nothing the
+        # comparison decided, and its reason stays the comparison's
+        return replace(part, needs=f"{needs}; then {part.needs}" if part.needs else needs)
+    held = "not reproduced" if absent else "not shown"
+    return replace(part, verdict=Outcome.INCONCLUSIVE, held=held,
+                   ungated=("" if part.verdict == Outcome.INCONCLUSIVE
+                            else part.verdict.value),
                    reason=(f"premise {held} at this scale ({premise.effect}: "
                            f"{premise.status}); the comparison alone said "
                            f"{part.verdict.value}: {part.reason}"),

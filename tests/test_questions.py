@@ -49,7 +49,8 @@ def test_measurement_questions_never_enter_the_single_word():
 
 def test_a_gated_question_names_the_premise_not_a_seed_count():
     gated = _part("accuracy", "INCONCLUSIVE", gated=True, needs="about 40 seeds")
-    gated = Part(**{**gated.__dict__, "reason": "premise not reproduced at this scale (x)"})
+    gated = Part(**{**gated.__dict__, "reason": "premise not reproduced at this scale (x)",
+                    "held": "not reproduced"})
     a = questions.answer(EXPERIMENT, {"accuracy": gated})
     assert a["verdict"] == "INCONCLUSIVE"
     assert a["needs"] == "the paper's effect must reproduce first"
@@ -67,6 +68,35 @@ def test_a_decided_part_held_by_an_undecided_premise_names_the_question_s_decide
     a = questions.answer(EXPERIMENT, {"accuracy": held})
     assert a["verdict"] == "INCONCLUSIVE" and a["ungated"] == "REFUTED"
     assert a["needs"] == "the paper's effect must reproduce first"
+
+
+def test_the_gate_s_hold_is_a_field_not_a_phrase_in_the_reason():
+    """``Part.held`` says why the gate holds a part; the question reads it, not the
+    reason's words. A part whose own comparison's reason merely quotes the phrase (a
+    sub-reason, a premise mentioned in passing) is not held, and a held part survives the
+    report's JSON."""
+    from audit.verdict import Premise, held_of, premise_gate
+
+    quoting = _part("accuracy", "INCONCLUSIVE", gated=True, needs="about 40 seeds")
+    quoting = Part(**{**quoting.__dict__,
+                      "reason": "the arms tie; cf. premise not shown at this scale"})
+    assert questions.answer(EXPERIMENT, {"accuracy": quoting})["needs"] == "about 40 seeds"
+    held = premise_gate(_part("accuracy", "CONFIRMED"), Premise("x", "not reproduced", ""))
+    assert held.held == "not reproduced"
+    back = Part.from_dict(held.to_dict())
+    assert back.held == "not reproduced" and back == held
+    assert questions.answer(EXPERIMENT, {"accuracy": held.to_dict()})["needs"] == \
+        "the paper's effect must reproduce first"
+    # an undecided part under an undecided premise is not held: its reason stays its own
+    open_ = premise_gate(_part("accuracy", "INCONCLUSIVE", needs="8 seeds"),
+                         Premise("x", "undecided", ""))
+    assert open_.held == "" and "held" not in open_.to_dict()
+    assert open_.needs.startswith("the paper's effect shown first")
+    # a report written before the field: read from the gate's reason, as it then read
+    old = {k: v for k, v in held.to_dict().items() if k != "held"}
+    assert held_of(old) == "not reproduced"
+    assert held_of({**old, "gated": False}) == ""
+    assert held_of({**old, "held": "anything else"}) == ""
 
 
 def test_parts_of_one_question_going_both_ways_are_split():
