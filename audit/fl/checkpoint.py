@@ -1,5 +1,6 @@
-"""Checkpoint files of the round loop: atomic writes and the check that a saved run
-state belongs to this run (same config, same algorithm) before it is resumed."""
+"""Checkpoint files of the round loop: atomic writes (:func:`save_atomic`) and, before a
+run resumes, one check that a saved run state belongs to this run (same config, same
+algorithm) and can be restored into it (:func:`resumable`)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import torch
 
 from .config import FLConfig
 
-__all__ = ["restorable", "save_atomic"]
+__all__ = ["resumable", "save_atomic"]
 
 
 def save_atomic(path: str, payload: dict) -> bool:
@@ -102,8 +103,40 @@ def _load_checkpoint(path: str, cfg: FLConfig, alg_name: str) -> Optional[dict]:
     return payload
 
 
-def restorable(payload: dict, global_state: dict, client_states, sample_rng,
-               server_rng, device: Optional[torch.device] = None) -> list[str]:
+def resumable(path: str, cfg: FLConfig, alg, global_state: dict, client_states,
+              sample_rng, server_rng, device: Optional[torch.device] = None
+              ) -> Optional[dict]:
+    """The run state saved at ``path`` when this run can resume from it, else None (no
+    file, another run's, or one that cannot be restored: a warning, and the run starts
+    afresh, never fails). Everything is checked before the run is changed: the file
+    (:func:`_load_checkpoint`: a regular file, this config and algorithm, each entry of
+    its type), then what it holds against this run (:func:`_unrestorable`), then the
+    algorithm's own state, loaded into ``alg`` and taken back where it is refused. On
+    success ``alg`` holds the saved state; the caller restores the rest."""
+    import copy
+    import warnings
+
+    payload = _load_checkpoint(path, cfg, alg.name)
+    if payload is None:
+        return None
+    bad = _unrestorable(payload, global_state, client_states, sample_rng, server_rng,
+                        device)
+    if not bad:
+        before = copy.deepcopy(alg.state_dict())
+        try:
+            alg.load_state_dict(payload["algorithm_state"])
+        except Exception as exc:  # noqa: BLE001 (an algorithm's own state check)
+            alg.load_state_dict(before)
+            bad = [f"algorithm_state ({type(exc).__name__})"]
+    if bad:  # tampered, or from another code's shapes: start afresh, never fail
+        warnings.warn(f"ignoring checkpoint {path}: cannot restore {', '.join(bad)}; the "
+                      f"run starts afresh", stacklevel=3)
+        return None
+    return payload
+
+
+def _unrestorable(payload: dict, global_state: dict, client_states, sample_rng,
+                  server_rng, device: Optional[torch.device] = None) -> list[str]:
     """What in a loaded run state (:func:`_load_checkpoint`) cannot be restored into this
     run, checked before anything is changed: the global model's (and the reference's)
     names, shapes and dtypes, the client states' container and count, and each random

@@ -8,7 +8,8 @@ pieces it runs live beside it, and every name below is importable from here:
 - ``audit.fl.training``: local SGD on the sequential and batched paths (``_Trainer``
   and its planner), ``client_steps``, ``batched_path``;
 - ``audit.fl.evaluation``: ``evaluate``, ``layer_stats`` and the run's ``History``;
-- ``audit.fl.checkpoint``: ``save_atomic`` and the resume check of a saved run state.
+- ``audit.fl.checkpoint``: ``save_atomic`` and ``resumable`` (the resume check of a saved
+  run state).
 
 Public API (stable; falsifiers import these names)
 --------------------------------------------------
@@ -99,7 +100,6 @@ cuDNN's deterministic kernels, which ``run_federated`` selects for its duration)
 from __future__ import annotations
 
 import contextlib
-import copy
 import contextvars
 import time
 from collections import defaultdict
@@ -111,7 +111,7 @@ import torch
 import torch.nn as nn
 
 from .alloc import keep_freed_memory
-from .checkpoint import _load_checkpoint, restorable, save_atomic
+from .checkpoint import resumable, save_atomic
 from .config import AMP_MODES, FLConfig
 from .data import FederatedData
 from .evaluation import History, evaluate, evaluate_many, layer_stats
@@ -268,23 +268,8 @@ def _run(model_fn, fed: FederatedData, alg: Algorithm, cfg: FLConfig, reference_
         rec["layer_cos_ref"].append(cs)
 
     first_round = 1
-    resumed = _load_checkpoint(checkpoint, cfg, alg.name) if checkpoint else None
-    if resumed is not None:
-        bad = restorable(resumed, global_state, client_states, sample_rng, server_rng,
-                         dev)
-        if not bad:
-            before = copy.deepcopy(alg.state_dict())
-            try:
-                alg.load_state_dict(resumed["algorithm_state"])
-            except Exception as exc:  # noqa: BLE001 (an algorithm's own state check)
-                alg.load_state_dict(before)
-                bad = [f"algorithm_state ({type(exc).__name__})"]
-        if bad:  # tampered, or from another code's shapes: start afresh, never fail
-            import warnings
-
-            warnings.warn(f"ignoring checkpoint {checkpoint}: cannot restore "
-                          f"{', '.join(bad)}; the run starts afresh", stacklevel=2)
-            resumed = None
+    resumed = resumable(checkpoint, cfg, alg, global_state, client_states, sample_rng,
+                        server_rng, dev) if checkpoint else None
     if resumed is not None:
         first_round = int(resumed["round"]) + 1
         global_state = resumed["global_state"]
