@@ -233,7 +233,7 @@ def planted_assay(a, planted, *, detect_above: float, equivalence_margin: float,
                              equivalence_margin=float(equivalence_margin), alpha=float(alpha))
     d = tw.difference
     seen = tw.outcome == "SUPPORTED"
-    return Assay(seen, tw, f"{label}: measured {d.mean:.4g} [{d.low:.4g}, {d.high:.4g}] -> "
+    return Assay(seen, tw, f"{label}: measured {d.mean:.4g} {stats.interval_text(d)} -> "
                            f"{'detected' if seen else 'NOT detected'} above "
                            f"{float(detect_above):g} at alpha {float(alpha):.3g}")
 

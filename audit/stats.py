@@ -63,6 +63,7 @@ __all__ = [
     "three_way",
     "three_way_codes",
     "flip_distance",
+    "interval_text",
 ]
 
 #: Whether :func:`three_way` computes its flip distance (off inside the leave-one-seed-
@@ -225,6 +226,22 @@ class Interval(NamedTuple):
 
     low: float
     high: float
+
+
+#: what a table shows for the interval of a sample of two or more equal values
+NO_SPREAD = "no interval: no spread"
+
+
+def interval_text(est, fmt: str = ".4g", method: bool = False) -> str:
+    """``[low, high]`` of an estimate (any object with ``low``, ``high``, ``n`` and
+    ``method``), with `` (method)`` when ``method``; :data:`NO_SPREAD` where two or more
+    equal values gave a zero-width interval, which no method computed (a point is not an
+    interval, and the rules never decide from one)."""
+    low, high = float(est.low), float(est.high)
+    if low == high and int(getattr(est, "n", 0) or 0) >= 2:
+        return NO_SPREAD
+    text = f"[{low:{fmt}}, {high:{fmt}}]"
+    return f"{text} ({est.method})" if method else text
 
 
 @dataclass(frozen=True)
@@ -994,7 +1011,10 @@ def three_way(
     need = min_differing(side)
     inside = bool((r["low"][0] > -d) and (r["high"][0] < d))
     tost = TostResult(p_eq, diff.low, diff.high, d, bool(by_eq), side)
-    ci = (f"{_g((1 - alpha) * 100)}% CI [{_g(diff.low)}, {_g(diff.high)}] (Hall's, skewness "
+    const = bool(r["const"][0])
+    # a sample with no spread has no interval: its "[x, x]" is the point, not Hall's
+    ci = ("every pair equal: no spread, no interval" if const else
+          f"{_g((1 - alpha) * 100)}% CI [{_g(diff.low)}, {_g(diff.high)}] (Hall's, skewness "
           f"allowance {_g(SKEW_ALLOWANCE)})")
     head = f"n = {n} pairs, alpha = {_g(alpha)}: mean(A - B) = {_g(diff.mean)}, {ci}"
     signs = (f"exact sign test p = {_g(p_sup)} (above {_g(margin)}), {_g(p_wrong)} "
@@ -1037,11 +1057,12 @@ def three_way(
         side_txt, p_near = f"lies inside (-{_g(d)}, +{_g(d)})", p_eq
     else:
         side_txt, p_near = None, min(p_sup, p_wrong, p_eq)
-    if ref:
-        if bool(r["const"][0]):
-            why = (f"all {n} differences are equal ({_g(diff.mean)}): a sample with no "
-                   f"spread carries no evidence of its error, so no interval from it decides")
-        elif n < MIN_PAIRS:
+    if const:  # never decided (the rule's guard), whichever side the point lies on
+        state = (f"{head}; the rule does not decide: all {n} differences are equal "
+                 f"({_g(diff.mean)}), and a sample with no spread carries no evidence of its "
+                 f"error")
+    elif ref:
+        if n < MIN_PAIRS:
             why = (f"n = {n} pairs: below {max(MIN_PAIRS, need)} the rule does not decide (an "
                    f"exact sign test cannot reach alpha / 2 = {_g(side)} with fewer pairs than "
                    f"{max(MIN_PAIRS, need)})")

@@ -683,3 +683,25 @@ def test_overflow_underflow_and_power_are_clear():
         with pytest.raises(ValueError, match="power must lie strictly between"):
             stats_mod.three_way(np.arange(10.0), np.zeros(10), equivalence_margin=1, power=bad)
 
+
+
+@pytest.mark.parametrize("sensitive", [True, False])
+@pytest.mark.parametrize("diff", [0.0, 0.5, -0.5])
+def test_equal_pairs_read_as_no_interval_not_a_hall_interval(diff, sensitive):
+    """Every pair equal: the zero-width "[x, x]" was printed as Hall's interval, which no
+    method made; a reason whose point sat on the margin without sensitivity read as if the
+    interval lay inside the equivalence band. It now says there is no interval, and that
+    the rule does not decide from equal pairs, whatever side the point lies on."""
+    a = [1.0 + diff] * 6
+    tw = stats_mod.three_way(a, [1.0] * 6, margin=0.0, equivalence_margin=0.25,
+                         sensitive=sensitive)
+    assert tw.outcome == "INCONCLUSIVE"
+    assert "CI [" not in tw.reason and "Hall's" not in tw.reason
+    assert "every pair equal: no spread, no interval;" in tw.reason
+    assert "the rule does not decide: all 6 differences are equal" in tw.reason
+    assert stats_mod.interval_text(tw.difference) == stats_mod.NO_SPREAD
+    # one value has no interval either way, and a spread sample keeps its ends
+    spread = stats_mod.three_way([1.1, 1.2, 1.0, 1.3, 1.1, 1.25], [1.0] * 6, margin=0.0,
+                             equivalence_margin=0.25)
+    assert stats_mod.interval_text(spread.difference).startswith("[")
+    assert stats_mod.interval_text(spread.difference, method=True).endswith("(robust-hall)")

@@ -193,8 +193,8 @@ def analysis(ev: Mapping[str, Any], results: Mapping[RunSpec, Mapping],
     decided = {"assumption-b: 0.95 - ratio": ev["tw_ab"],
                **{f"noise {st}: Random - FedTLU": tw for st, tw in ev["tw_all"].items()}}
     tables.append(_table(D.TABLE_DECISIONS, (
-        (test, len(seeds), alpha, f"[{tw.difference.low:.4g}, {tw.difference.high:.4g}] "
-                                  f"({tw.difference.method})", tw.outcome, tw.flip)
+        (test, len(seeds), alpha, stats.interval_text(tw.difference, method=True), tw.outcome,
+         tw.flip)
         for test, tw in decided.items())))
     tables.append(_table(D.TABLE_SENSITIVITY, ev["sens_rows"]))
 

@@ -91,7 +91,7 @@ def _estimates(ev: Mapping[str, Any], results, seeds) -> tuple[list[Estimate], f
 
 def _row(x):
     m = stats.mean_interval(x, level=0.95)
-    return round(m.mean, 4), f"[{m.low:.4f}, {m.high:.4f}]"
+    return round(m.mean, 4), stats.interval_text(m, ".4f")
 
 
 def _curve(results, arm, seeds, setting, key):

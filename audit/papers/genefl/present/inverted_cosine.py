@@ -100,7 +100,7 @@ def analysis(ev: Mapping[str, Any], results: Mapping[RunSpec, Mapping],
     def fair_row(name, m, differ, t, verdict):  # a row of the fair controls' table
         return (name, round(float(m["ratio"].mean()), 3), round(float(m["jaccard"].mean()), 3),
                 differ, "-" if t is None else round(t.difference.mean, 4),
-                "-" if t is None else f"[{t.difference.low:.4f}, {t.difference.high:.4f}]",
+                "-" if t is None else stats.interval_text(t.difference, ".4f"),
                 verdict)
 
     tables = [

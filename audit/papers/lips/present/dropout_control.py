@@ -37,13 +37,13 @@ def _paired(a, b):
 def _ci(x) -> tuple:
     """The mean over seeds (2 decimals) and its Student-t 95% interval, as tabled."""
     m = stats.mean_interval(x)
-    return round(m.mean, 2), f"[{m.low:.2f}, {m.high:.2f}]"
+    return round(m.mean, 2), stats.interval_text(m, ".2f")
 
 
 def _cmp_row(name: str, tw) -> tuple:
     """One three-way comparison as a row of the comparisons tables."""
     dd = tw.difference
-    return (name, round(dd.mean, 3), f"[{dd.low:.3f}, {dd.high:.3f}]", f"{tw.alpha:.4g}",
+    return (name, round(dd.mean, 3), stats.interval_text(dd, ".3f"), f"{tw.alpha:.4g}",
             round(tw.tost.p_value, 4), tw.outcome, "" if tw.flip is None else round(tw.flip, 3),
             "" if tw.seeds_needed is None else tw.seeds_needed)
 
