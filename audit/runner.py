@@ -808,7 +808,8 @@ def execute(claim: Claim, ctx: RunContext, *, cache: Cache,
         try:
             analysis = _analysed(claim, results, ctx)
         except _SHAPE_ERRORS as exc:
-            odd = _odd_cached_results(results, hits)  # (never a unit this run computed)
+            odd = _odd_cached_results(  # (never a unit this run computed)
+                results, hits, types=isinstance(exc, ValueError))
             if not odd and hits and not claim.origin and not isinstance(exc, ValueError):
                 # no entry stands out (an arm of one unit, an exact claim): every cached
                 # unit is a suspect, and computing them again is the one cure
@@ -1032,24 +1033,27 @@ def _set_torch_threads(n: int) -> None:
 
 
 def _odd_cached_results(results: Mapping[RunSpec, Mapping],
-                        cached: set[RunSpec]) -> list[RunSpec]:
-    """Cached units whose result has another shape than most units of the same arm and
-    setting (:func:`_skeleton`: the keys and the kinds of the values, at every depth; a
-    well-formed entry written by hand, a key missing, a string where the others hold a
-    number): the suspects when an analysis fails with a KeyError, TypeError, IndexError
-    or ValueError."""
+                        cached: set[RunSpec], types: bool = False) -> list[RunSpec]:
+    """Cached units whose result has other top-level keys than most units of the same arm
+    and setting (a well-formed entry of the wrong shape, e.g. written by hand): the
+    suspects when an analysis fails with a KeyError or TypeError. ``types``: compare the
+    kinds of the values too, at every depth (:func:`_skeleton`: a string where the
+    others hold a number), the suspects of a ValueError."""
     from collections import Counter
+
+    def shape(result):
+        return _skeleton(result) if types else frozenset(result)
 
     groups: dict[tuple[str, str], list[RunSpec]] = {}
     for spec in results:
         groups.setdefault((spec.arm, spec.setting), []).append(spec)
     odd = []
     for members in groups.values():
-        shapes = {s: _skeleton(results[s]) for s in members}
-        (common, count), = Counter(shapes.values()).most_common(1)
+        shapes = Counter(shape(results[s]) for s in members)
+        (common, count), = shapes.most_common(1)
         if len(members) < 2 or count * 2 <= len(members):
             continue
-        odd += [s for s in members if s in cached and shapes[s] != common]
+        odd += [s for s in members if s in cached and shape(results[s]) != common]
     return sorted(odd, key=_spec_sort_key)
 
 

@@ -173,20 +173,3 @@ def test_a_pool_that_ran_one_unit_does_not_say_parallel():
     assert pool.describe().startswith("in 1 local worker process (")
     pool._running = 2
     assert pool.describe().startswith("in parallel in 2 local worker processes")
-
-
-def test_one_shape_test_finds_a_nested_key_missing_as_well_as_a_wrong_kind():
-    """The runner compared top-level key sets after a KeyError and the kinds at every
-    depth after a ValueError. A nested key missing from one cached unit passed the first
-    test, so every cached unit was computed again; one test (the kinds at every depth)
-    now finds that unit alone, and a string among numbers as before."""
-    from audit.claims import RunSpec
-    from audit.runner import _odd_cached_results
-
-    specs = [RunSpec("a", s) for s in range(5)]
-    results = {s: {"curve": {"acc": [0.5, 0.6], "loss": [1.0]}, "n": 3} for s in specs}
-    results[specs[2]] = {"curve": {"loss": [1.0]}, "n": 3}  # "acc" lost below the top
-    results[specs[4]] = {"curve": {"acc": [0.5, 0.6], "loss": [1.0]}, "n": "3"}
-    assert _odd_cached_results(results, set(specs)) == [specs[2], specs[4]]
-    # only cached units are suspects: one this run computed is never recomputed
-    assert _odd_cached_results(results, {specs[4]}) == [specs[4]]
