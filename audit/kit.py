@@ -222,6 +222,11 @@ def planted_accuracy(correct, drop: float, rng: np.random.Generator) -> float:
     return float((ok & ~(rng.random(ok.size) < q)).mean())
 
 
+def _bracketed(interval: str) -> str:
+    """``[low, high]`` as it is; the no-spread text in parentheses."""
+    return interval if interval.startswith("[") else f"({interval})"
+
+
 def planted_assay(a, planted, *, detect_above: float, equivalence_margin: float,
                   alpha: float, label: str = "the planted handicap") -> Assay:
     """Does the rule see ``label``? ``a``: arm A per seed; ``planted``: the same runs with
@@ -233,7 +238,7 @@ def planted_assay(a, planted, *, detect_above: float, equivalence_margin: float,
                              equivalence_margin=float(equivalence_margin), alpha=float(alpha))
     d = tw.difference
     seen = tw.outcome == "SUPPORTED"
-    return Assay(seen, tw, f"{label}: measured {d.mean:.4g} {stats.interval_text(d)} -> "
+    return Assay(seen, tw, f"{label}: measured {d.mean:.4g} {_bracketed(stats.interval_text(d))} -> "
                            f"{'detected' if seen else 'NOT detected'} above "
                            f"{float(detect_above):g} at alpha {float(alpha):.3g}")
 

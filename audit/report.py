@@ -20,7 +20,7 @@ from pathlib import Path
 from collections import Counter
 from typing import Any, Iterable, Mapping
 
-from audit import safeio
+from audit import safeio, stats
 from audit.claims import AuditError, Claim
 from audit.keys import claim_code_version
 from audit.runner import ClaimResult, regenerate_command, with_overrides
@@ -282,7 +282,7 @@ METHOD_LABELS = {"hall": "Hall's t, descriptive",
 
 #: what an interval of width zero is shown as: every seed gave the same value (or the
 #: same difference), so no method made an interval, whatever the estimate's method says
-POINT_TEXT = "every seed equal: no spread, no interval"
+POINT_TEXT = f"every seed equal: {stats.NO_SPREAD}"
 
 
 def _is_point(e: Mapping) -> bool:

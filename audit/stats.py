@@ -228,17 +228,19 @@ class Interval(NamedTuple):
     high: float
 
 
-#: what a table shows for the interval of a sample of two or more equal values
-NO_SPREAD = "no interval: no spread"
+#: what stands for the interval of a sample of two or more equal values (the reports
+#: say "every seed equal: " before it, the three-way reason "every pair equal: ")
+NO_SPREAD = "no spread, no interval"
 
 
 def interval_text(est, fmt: str = ".4g", method: bool = False) -> str:
-    """``[low, high]`` of an estimate (any object with ``low``, ``high``, ``n`` and
-    ``method``), with `` (method)`` when ``method``; :data:`NO_SPREAD` where two or more
-    equal values gave a zero-width interval, which no method computed (a point is not an
-    interval, and the rules never decide from one)."""
+    """``[low, high]`` of an estimate (an object with ``low``, ``high``, ``n`` and, when
+    ``method``, ``method``: the estimates of this module), with `` (method)`` when
+    ``method``; :data:`NO_SPREAD` where two or more equal values gave a zero-width
+    interval, which no method computed (a point is not an interval, and the rules never
+    decide from one)."""
     low, high = float(est.low), float(est.high)
-    if low == high and int(getattr(est, "n", 0) or 0) >= 2:
+    if low == high and int(est.n) >= 2:
         return NO_SPREAD
     text = f"[{low:{fmt}}, {high:{fmt}}]"
     return f"{text} ({est.method})" if method else text
@@ -1013,7 +1015,7 @@ def three_way(
     tost = TostResult(p_eq, diff.low, diff.high, d, bool(by_eq), side)
     const = bool(r["const"][0])
     # a sample with no spread has no interval: its "[x, x]" is the point, not Hall's
-    ci = ("every pair equal: no spread, no interval" if const else
+    ci = (f"every pair equal: {NO_SPREAD}" if const else
           f"{_g((1 - alpha) * 100)}% CI [{_g(diff.low)}, {_g(diff.high)}] (Hall's, skewness "
           f"allowance {_g(SKEW_ALLOWANCE)})")
     head = f"n = {n} pairs, alpha = {_g(alpha)}: mean(A - B) = {_g(diff.mean)}, {ci}"
@@ -1058,9 +1060,8 @@ def three_way(
     else:
         side_txt, p_near = None, min(p_sup, p_wrong, p_eq)
     if const:  # never decided (the rule's guard), whichever side the point lies on
-        state = (f"{head}; the rule does not decide: all {n} differences are equal "
-                 f"({_g(diff.mean)}), and a sample with no spread carries no evidence of its "
-                 f"error")
+        state = (f"{head}; the rule does not decide from it: a sample with no spread "
+                 f"carries no evidence of its error")
     elif ref:
         if n < MIN_PAIRS:
             why = (f"n = {n} pairs: below {max(MIN_PAIRS, need)} the rule does not decide (an "

@@ -170,7 +170,7 @@ class Part:
                 "fragile": self.fragile, "gated": self.gated,
                 "alpha_share": _clean(self.alpha_share),
                 **({"ungated": self.ungated} if self.ungated else {}),
-                **({"held": self.held} if self.held else {})}
+                "held": self.held}
 
     @classmethod
     def from_dict(cls, d: Mapping) -> "Part":
@@ -270,7 +270,7 @@ def premise_gate(part: Part, premise: Premise | None) -> Part:
         return replace(part, needs=f"{needs}; then {part.needs}" if part.needs else needs)
     held = "not reproduced" if absent else "not shown"
     return replace(part, verdict=Outcome.INCONCLUSIVE, held=held,
-                   ungated=("" if part.verdict == Outcome.INCONCLUSIVE
+                   ungated=(part.ungated if part.verdict == Outcome.INCONCLUSIVE
                             else part.verdict.value),
                    reason=(f"premise {held} at this scale ({premise.effect}: "
                            f"{premise.status}); the comparison alone said "

@@ -70,19 +70,19 @@ def _load_checkpoint(path: str, cfg: FLConfig, alg_name: str) -> Optional[dict]:
     if not stat.S_ISREG(mode):  # a link, folder or FIFO (torch.load would wait forever)
         import warnings
 
-        warnings.warn(f"ignoring checkpoint {path}: not a regular file", stacklevel=3)
+        warnings.warn(f"ignoring checkpoint {path}: not a regular file", stacklevel=4)
         return None
     try:
         payload = torch.load(path, map_location=cfg.device, weights_only=True)
     except Exception as exc:  # a corrupt checkpoint is reported and ignored
         import warnings
 
-        warnings.warn(f"ignoring unreadable checkpoint {path} ({exc})", stacklevel=3)
+        warnings.warn(f"ignoring unreadable checkpoint {path} ({exc})", stacklevel=4)
         return None
     if not isinstance(payload, dict):
         import warnings
 
-        warnings.warn(f"ignoring checkpoint {path}: not a saved run state", stacklevel=3)
+        warnings.warn(f"ignoring checkpoint {path}: not a saved run state", stacklevel=4)
         return None
     if payload.get("config") != asdict(cfg) or payload.get("algorithm") != alg_name:
         return None  # written by another run: start afresh
@@ -98,7 +98,7 @@ def _load_checkpoint(path: str, cfg: FLConfig, alg_name: str) -> Optional[dict]:
         import warnings
 
         warnings.warn(f"ignoring checkpoint {path}: {', '.join(bad)} missing or of the "
-                      f"wrong type", stacklevel=3)
+                      f"wrong type", stacklevel=4)
         return None
     return payload
 
