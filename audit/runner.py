@@ -831,7 +831,16 @@ def execute(claim: Claim, ctx: RunContext, *, cache: Cache,
             _set_torch_threads(threads)
             recomputed = len(odd)
             elsewhere -= set(odd)
-            analysis = _analysed(claim, results, ctx)
+            try:
+                analysis = _analysed(claim, results, ctx)
+            except _SHAPE_ERRORS as again:
+                if not claim.origin:
+                    raise
+                # the suspects computed afresh and the analysis fails the same way: the
+                # plugin's own analyse, named in one line as on the first try
+                raise AuditError(f"{_plugin_name(claim)}: analyse raised "
+                                 f"{_exc_line(again)} (also after {len(odd)} odd cached "
+                                 f"unit(s) were computed again)") from None
         verdict = verdict_from_parts(claim.id, claim.combination, analysis.parts,
                                      analysis.estimates, getattr(analysis, "premise", None))
         verdict = with_stability(claim, results, ctx, verdict)

@@ -566,3 +566,25 @@ def test_error_lines_and_claim_listings_are_escaped(toy, capsys):
     assert main(["run", "toy-\x1b]0;title\x07claim"]) == 2
     line = _one_error_line(capsys)
     assert "\x1b" not in line and "\x07" not in line
+
+
+def test_a_plugin_whose_analyse_fails_after_the_cache_repair_is_one_line(toy, tmp_path):
+    """A plugin's analyse with a bug of its own, on cached units whose keys differ
+    legitimately: the odd units were computed again and the second analysis raised a raw
+    KeyError traceback (helper-42). It is now one AuditError naming the plugin."""
+    def run(spec, ctx):
+        out = toy.run(spec, ctx)
+        return {**out, "extra": 1.0} if spec.seed == 0 else out
+
+    def analyse(results, ctx):
+        raise KeyError("a key the plugin never wrote")
+
+    claim = _plugin(toy, run=run, analyse=analyse)
+    ctx = make_context(claim, "smoke")
+    cache = Cache(tmp_path / "c")
+    for _ in range(2):  # computed, then cached (where the odd units are found)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            with pytest.raises(AuditError, match="analyse raised KeyError") as info:
+                execute(claim, ctx, cache=cache, progress=False)
+        assert "badpkg.claim" in str(info.value)
