@@ -408,12 +408,20 @@ class Chain:
                 grads[op.bias] = d.sum(1)
             if not need_input:
                 return None
-            gi = torch.bmm(d, params[op.weight])  # (K, b, F)
-            # in the convolution layout this is a (b, K, F) view; the next elementwise
-            # backward writes it out contiguously (no separate transposing copy)
-            return gi.transpose(0, 1) if in_layout == "g" else gi
+            wt = params[op.weight]
+            if in_layout != "g":
+                return torch.bmm(d, wt)  # (K, b, F)
+            # in the convolution layout: the same products written straight into a
+            # contiguous (b, K, F), which the next backward reads (and may overwrite)
+            gi = torch.empty((b, K, wt.shape[2]), dtype=d.dtype, device=d.device)
+            torch.bmm(d, wt, out=gi.transpose(0, 1))
+            return gi
         if op.kind == "relu":
             if d.shape == s.shape:
+                if d.is_contiguous() and s.is_contiguous():
+                    # d is a fresh gradient that nothing else reads: overwritten in place
+                    return torch.ops.aten.threshold_backward.grad_input(d, s, 0,
+                                                                        grad_input=d)
                 return torch.ops.aten.threshold_backward(d, s, 0)
             # d: a (b, K, F) view; read it per client as (b, K, C, H, W) and write the
             # result in the layout of s, in one pass

@@ -24,7 +24,7 @@ from torch.func import functional_call, grad, vmap
 from .aggregate import State
 from .config import FLConfig, _amp_device, _autocast, _float32_norms
 from .evaluation import _loss_and_correct
-from .grouped import compile_chain
+from .grouped import Chain, compile_chain
 from .hooks import Algorithm, ScaleRequest, batched_override
 from .stacked import StackedLM, compile_stacked
 
@@ -330,6 +330,11 @@ class _Trainer:
         all_w = torch.as_tensor(np.concatenate([np.concatenate(g[4]) for g in sched]),
                                 dtype=xs.dtype if xs.is_floating_point() else torch.float32,
                                 device=dev)
+        # plain SGD on the grouped chain, whose gradients are fresh and distinct tensors
+        # (autograd's may share one, as both inputs of an addition): the product
+        # lr * g is taken in place on the gradient
+        plain_sgd = isinstance(self.chain, Chain) and not (
+            cfg.weight_decay or cfg.momentum or self.use_lr_hook)
         js_cache = {}
         scale = None  # dict name -> (K, ...) tensor, or None
         last_g = None
@@ -362,7 +367,10 @@ class _Trainer:
                 lr = cfg.lr
                 if scale is not None and k in scale:
                     lr = cfg.lr * (scale[k][lo:hi] if jt is None else scale[k].index_select(0, jt))
-                _sgd_(Pg[k], g[k], None if Mg is None else Mg[k], lr, cfg)
+                if plain_sgd and scale is None:  # _sgd_'s p - lr * g, the same roundings
+                    Pg[k].sub_(g[k].mul_(lr))
+                else:
+                    _sgd_(Pg[k], g[k], None if Mg is None else Mg[k], lr, cfg)
                 if jt is not None:
                     P[k].index_copy_(0, jt, Pg[k])
                     if M is not None:
