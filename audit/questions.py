@@ -193,7 +193,8 @@ def answer(question: Question, parts: Mapping[str, Part | Mapping],
             "parts": list(question.parts), "kind": question.kind, "verdict": verdict,
             "reason": reason, "needs": needs, "caveat": caveat, "rows": rows,
             "scale": scale, "gated": any(bool(get(p, "gated")) for p in mine),
-            "settings_split": len({r["verdict"] for r in rows}) > 1,
+            # settings split: rows DECIDED both ways (an undecided row contradicts none)
+            "settings_split": {"CONFIRMED", "REFUTED"} <= {r["verdict"] for r in rows},
             **({"ungated": alone} if alone and alone != verdict else {})}
 
 

@@ -127,7 +127,7 @@ def test_verdict_is_the_questions_word_and_measurements_never_move_it(result):
     assert {p.id for p in parts} == {"regularisation-controls", "layer-targeting",
                                      "random-mask", "selection-optimism", "middle-cosine",
                                      "controls-match-both", "overfitting",
-                                     "overfitting-reduced", "best-round"}
+                                     "gap-not-narrowed", "best-round"}
     for o in Outcome:  # whatever the measurement parts say, the verdict stays the same
         if o == Outcome.SPLIT:
             continue
@@ -153,9 +153,9 @@ def test_questions_name_decided_parts(result):
 def test_new_parts_declare_kind_and_follow_the_premise(result):
     kinds = {p.id: p.kind for p in result.verdict.parts}
     assert kinds["overfitting"] == kinds["best-round"] == "measurement"
-    assert kinds["overfitting-reduced"] == kinds["controls-match-both"] == "experiment"
+    assert kinds["gap-not-narrowed"] == kinds["controls-match-both"] == "experiment"
     if not _premise_reproduced(result):
-        for pid in ("overfitting-reduced", "controls-match-both"):
+        for pid in ("gap-not-narrowed", "controls-match-both"):
             assert result.verdict.part(pid).verdict == Outcome.INCONCLUSIVE
 
 

@@ -575,9 +575,9 @@ def test_combination_is_symmetric_and_every_part_enters():
     assert LB.COMBINATION(real) == Outcome.SPLIT
     assert _question_words(real) == {
         "bounds-do-not-order-changes": "CONFIRMED", "reviewer-quadratic": "REFUTED",
-        "score-meets-assumption-b": "REFUTED", "gain-within-noise": "CONFIRMED",
-        "three-runs-resolve": "CONFIRMED", "minimum-reading": "MEASURED",
-        "consistently-better-wording": "CONFIRMED"}
+        "score-fails-assumption-b": "REFUTED", "gain-within-noise": "CONFIRMED",
+        "three-runs-cannot-resolve": "CONFIRMED", "minimum-reading": "MEASURED",
+        "tables-contradict-wording": "CONFIRMED"}
     # the parts of one question going both ways: that question is SPLIT
     mixed = [p if p.id != "vacuous-regime" else _part("vacuous-regime", "REFUTED")
              for p in real]
@@ -685,7 +685,7 @@ def _outcome_tables():
                 parts = der + [ab, noise]
                 words = _question_words(parts)
                 noise_q[i, j, k] = words["gain-within-noise"]
-                ab_q[i, j, k] = words["score-meets-assumption-b"]
+                ab_q[i, j, k] = words["score-fails-assumption-b"]
                 claim[i, j, k] = LB.COMBINATION(parts).value
     return noise_q, ab_q, claim
 

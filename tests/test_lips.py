@@ -680,7 +680,7 @@ def test_analyse_reports_the_new_questions_and_estimates():
     ctx = _ctx()
     a = analyse(_fake_results(ctx, TIED), ctx)
     ids = {p.id for p in a.parts}
-    assert {"overfitting", "overfitting-reduced", "best-round",
+    assert {"overfitting", "gap-not-narrowed", "best-round",
             "controls-match-both"} <= ids
     est = {e.name: e for e in a.estimates}
     # fake curves: best round = last + 1 point, gap at the last round 10 - acc/10 points

@@ -113,9 +113,22 @@ def test_parts_of_one_question_going_both_ways_are_split():
 def test_sweep_rows_that_disagree_mark_the_question():
     q = Question("gap", "?", (), ("a",), sweeps=True)
     rows = [{"setting": "base", "verdict": "CONFIRMED", "base": True},
-            {"setting": "depth=cnn2", "verdict": "INCONCLUSIVE", "note": "premise undecided"}]
+            {"setting": "depth=cnn2", "verdict": "REFUTED"},
+            {"setting": "depth=vgg", "verdict": "INCONCLUSIVE", "note": "premise undecided"}]
     a = questions.answer(q, {"a": _part("a", "CONFIRMED")}, rows)
-    assert a["settings_split"] and a["rows"][1]["note"] == "premise undecided"
+    assert a["settings_split"] and a["rows"][2]["note"] == "premise undecided"
+
+
+def test_an_undecided_sweep_row_does_not_split_the_settings():
+    """A row that decides nothing contradicts no other: "settings split" read as evidence
+    that the outcome depends on the setting where rows were REFUTED and INCONCLUSIVE
+    (GENE-FL's gamma sweep; a referee's read of the index)."""
+    q = Question("gap", "?", (), ("a",), sweeps=True)
+    for words in (("REFUTED", "INCONCLUSIVE"), ("CONFIRMED", "INCONCLUSIVE"),
+                  ("INCONCLUSIVE", "INCONCLUSIVE")):
+        rows = [{"setting": f"s{i}", "verdict": w, "base": i == 0}
+                for i, w in enumerate(words)]
+        assert not questions.answer(q, {"a": _part("a", "CONFIRMED")}, rows)["settings_split"]
 
 
 def test_convergence_compares_the_late_change_with_the_resolution():

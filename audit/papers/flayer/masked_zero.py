@@ -358,7 +358,13 @@ def evidence(results: Mapping[RunSpec, Mapping], ctx: RunContext) -> dict[str, A
         sweep_txt.append(f"{label}: gap {d.mean:.3f} [{d.low:.3f}, {d.high:.3f}] -> {o.value}")
         if st:
             sweep_gaps.append((st, b, p[b], p["literal"]))
-    disagree = [lb for lb, o in sweep_out.items() if lb != "base" and o != sweep_out["base"]]
+    # a sweep decided the other way disagrees; an undecided one supports nothing (and is
+    # never "agreeing" with an undecided base)
+    base_out = sweep_out["base"]
+    disagree = [lb for lb, o in sweep_out.items() if lb != "base"
+                and o != Outcome.INCONCLUSIVE and o != base_out]
+    undecided = [lb for lb, o in sweep_out.items() if lb != "base"
+                 and o == Outcome.INCONCLUSIVE]
     closest, closest_why = closest_to_paper([(r[0], r[1], r[2], r[4]) for r in sweep_rows])
     setting_rows = tuple({"setting": lb, "verdict": o.value, "base": lb == "base",
                           "closest_to_paper": lb == closest,
@@ -367,7 +373,9 @@ def evidence(results: Mapping[RunSpec, Mapping], ctx: RunContext) -> dict[str, A
                          for lb, o in sweep_out.items())
     speaks = D.SPEAKS.format(model=cfg["model"], cpr=cpr_base, n_clients=cfg["n_clients"],
                              alpha=cfg["alpha"]) + (
-        D.SPEAKS_DISAGREE.format(sweeps=", ".join(disagree)) if disagree else D.SPEAKS_AGREE)
+        D.SPEAKS_DISAGREE.format(sweeps=", ".join(disagree)) if disagree else
+        D.SPEAKS_UNDECIDED.format(sweeps=", ".join(undecided)) if undecided else
+        D.SPEAKS_AGREE)
     ev_c = {"three_way": tw, "best": best, "sensitive": sens_ok, "sensitivity": sens_txt,
             "resolution": resolution,
             "sweep": D.SWEEPS.format(rows="; ".join(sweep_txt), speaks=speaks)}

@@ -205,8 +205,9 @@ def _sweep_decide(ev):
         return Outcome.INCONCLUSIVE, txt + ": the outcome depends on gamma.", \
             "a gamma fixed by the paper (the rows disagree)"
     return Outcome.INCONCLUSIVE, txt + ".", (
-        f"every row decided: the rule needs at least {stats.MIN_PAIRS} pairs a row and "
-        "each row's own premise reproduced")
+        "every row decided: each row's own premise reproduced, and enough sweep seeds "
+        "(sweep_seeds) whose arms differ for the three-way rule to decide at its alpha "
+        "(each row's reason gives the count)")
 
 
 RULE_DIRECTION = Rule("direction", D.RULE_DIRECTION, _direction_decide, kind="derivation")

@@ -309,7 +309,7 @@ RULE_COSINE = _measured("middle-cosine", D.COSINE_TEXT, _decide_cosine)
 RULE_OVERFIT = _measured("overfitting", D.OVERFIT_TEXT, _decide_overfitting)
 # Reviewer (record: referee_report.major_comments[3]): the overfitting the paper blames
 # is never shown to be what LIPS cures: the outcome of "FedBN's gap exceeds LIPS's"
-RULE_GAP = Rule("overfitting-reduced", D.GAP_TEXT, _decide_one("gap fedbn vs gap lips"))
+RULE_GAP = Rule("gap-not-narrowed", D.GAP_TEXT, _decide_one("gap fedbn vs gap lips"))
 RULE_BEST_ROUND = _measured("best-round", D.BEST_ROUND_TEXT, _decide_best_round)
 RULE_BOTH = Rule("controls-match-both", D.BOTH_TEXT, _decide_both)
 N_BOTH = len(CONTROLS)

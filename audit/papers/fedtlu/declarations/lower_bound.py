@@ -281,7 +281,7 @@ QUESTIONS = (
              asks="On the reviewer's own two-block quadratic (eta*L = 3), does the full step "
                   "lower the loss more than the subset step?",
              fields=("skeptic_critique.concrete_test",), parts=("isotropic-test",), kind="proof"),
-    Question(id="score-meets-assumption-b",
+    Question(id="score-fails-assumption-b",
              asks="Do the blocks the score picks fail to hold 1 - delta of the squared gradient "
                   "norm, as Assumption (b) requires? (The reason says whether any pick of "
                   "the same number of blocks could hold it, i.e. whether the score or the "
@@ -292,9 +292,9 @@ QUESTIONS = (
              asks="On our runs, is FedTLU's gain over Random no larger than the gap the paper "
                   "itself reports?", fields=("referee_report.major_comments[3]",),
              parts=("noise",)),
-    Question(id="three-runs-resolve",
-             asks="Can three runs without a spread tell a gap of the paper's size from seed "
-                  "noise? (CONFIRMED: they cannot)",
+    Question(id="three-runs-cannot-resolve",
+             asks="Are three runs without a spread unable to tell a gap of the paper's size "
+                  "from seed noise (at our runs' seed noise)?",
              fields=("referee_report.major_comments[3]", "skeptic_critique.load_bearing_attack"),
              parts=("three-runs",)),
     Question(id="minimum-reading",
@@ -302,7 +302,7 @@ QUESTIONS = (
                   "or of the mean curve) change the comparison?",
              fields=("referee_report.minor_comments[2]",), parts=("minimum-readings",),
              kind="measurement"),
-    Question(id="consistently-better-wording",
+    Question(id="tables-contradict-wording",
              asks="Do the paper's own printed tables contradict 'consistently outperforms'?",
              fields=("referee_report.major_comments[2]", "skeptic_critique.load_bearing_attack"),
              parts=("printed-tables",),

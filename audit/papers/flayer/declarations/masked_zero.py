@@ -365,8 +365,10 @@ NOTES_FIXED = (
 )
 SPEAKS = ("The verdict speaks for the base setting ({model}, {cpr} of {n_clients} clients "
           "every round, Dir({alpha:g})); ")
-SPEAKS_DISAGREE = "the sweeps {sweeps} disagree with it, so it does not carry over to them"
-SPEAKS_AGREE = "the sweeps agree with it"
+SPEAKS_DISAGREE = "the sweeps {sweeps} decide otherwise, so it does not carry over to them"
+SPEAKS_AGREE = "the sweeps decide the same"
+SPEAKS_UNDECIDED = ("the sweeps {sweeps} do not decide (INCONCLUSIVE), so they neither "
+                    "support nor contradict it")
 SWEEPS = "Sweeps (same rule, not in the verdict): {rows}. {speaks}."
 CAVEAT_CONVERGENCE = (
     "read at round {to_round} before training converged (change over rounds "

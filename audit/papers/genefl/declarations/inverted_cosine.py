@@ -221,8 +221,9 @@ QUESTIONS = (
              parts=("fair-bytes", "fair-no-classifier"), how="any",
              decides="the learnGene's own gain over no gene must reproduce first"),
     Question(id="gamma-sweep",
-             asks="Does the reviewer's accuracy test (top- vs bottom-gamma) come out the same at "
-                  "every gene size gamma of the sweep?",
+             asks="At every gene size gamma of the sweep, does reversing the selection "
+                  "(bottom-gamma) match or beat top-gamma? (REFUTED: top-gamma wins at every "
+                  "gamma; rows decided both ways leave it INCONCLUSIVE: it depends on gamma)",
              fields=("referee_report.minor_comments[3]",), parts=("gamma-sweep",), sweeps=True,
              decides="each gamma's own premise reproduced, with enough sweep seeds for the rule "
                      "to decide"),
