@@ -67,6 +67,12 @@ class Cover:
         (never from the rendered text, which may quote a report's own)."""
         return any(w in DECIDED for w in self.words)
 
+    @property
+    def measurement(self) -> bool:
+        """A measurement at every committed scale: it reports a number and decides
+        nothing, so it neither makes its item decided nor leaves it open."""
+        return bool(self.words) and all(w == "MEASURED" for w in self.words)
+
 
 DECIDED = ("CONFIRMED", "REFUTED")
 UNCHECKABLE = (papers.PRESENTATION, papers.DEFINITION, papers.AUTHORS_DATA,
@@ -94,8 +100,20 @@ class Row:
         return not (self.reason or "").startswith(UNCHECKABLE)
 
     @property
+    def _deciding(self) -> list[Cover]:
+        return [c for c in self.covered_by if not c.measurement]
+
+    @property
     def decided(self) -> bool:
-        return any(c.decided for c in self.covered_by)
+        """Every question that answers the item with a verdict (measurements aside) is
+        CONFIRMED or REFUTED at some committed scale: an item whose proof is decided and
+        whose experiment is open is only partly decided (:attr:`partly_decided`)."""
+        deciding = self._deciding
+        return bool(deciding) and all(c.decided for c in deciding)
+
+    @property
+    def partly_decided(self) -> bool:
+        return not self.decided and any(c.decided for c in self._deciding)
 
 
 @dataclass
@@ -475,7 +493,7 @@ def _rows_with_needs(cov: RecordCoverage) -> list[tuple[str, str, str, str, str]
             continue
         for i, c in enumerate(r.covered_by):
             who, verdict = _cover_text(c)
-            if c.decided or r.decided:
+            if c.decided:  # an open question keeps its needs beside a decided one
                 need = ""
             elif "MEASURED" in c.verdict and "INCONCLUSIVE" not in c.verdict:
                 need = "a measurement: reported, no verdict to decide"
@@ -493,13 +511,20 @@ def decided_counts(coverages: list[RecordCoverage]) -> tuple[int, int, int]:
             sum(r.decided for r in rows))
 
 
+def partly_decided_count(coverages: list[RecordCoverage]) -> int:
+    """Items some of whose questions are decided and some open."""
+    return sum(r.partly_decided for cov in coverages for r in cov.rows)
+
+
 def _decided_line(coverages: list[RecordCoverage]) -> str:
     k, c, d = decided_counts(coverages)
+    p = partly_decided_count(coverages)
     pct = f" ({100 * d / k:.0f} %)" if k else ""
     return (f"Checkable items: {k} (by computation, exact arithmetic or the paper's printed "
-            f"numbers); covered by a claim: {c}; decided, CONFIRMED or REFUTED at some "
-            f"committed scale: {d}{pct}. Every other covered item names what would "
-            f"decide it.")
+            f"numbers); covered by a claim: {c}; decided (every question that answers it "
+            f"CONFIRMED or REFUTED at some committed scale; measurements aside): {d}{pct}; "
+            f"partly decided (some of its questions open): {p}. Every open question names "
+            f"what would decide it.")
 
 
 def _heading(cov: RecordCoverage) -> str:
@@ -512,8 +537,10 @@ def _summary(cov: RecordCoverage) -> str:
     k = sum(r.covered for r in cov.rows)
     chk = sum(r.checkable for r in cov.rows)
     dec = sum(r.decided for r in cov.rows)
+    part = sum(r.partly_decided for r in cov.rows)
     return (f"{k} of {n} items covered by a claim; {n - k} not covered, each with a "
-            f"reason; {dec} of {chk} checkable items decided")
+            f"reason; {dec} of {chk} checkable items decided"
+            + (f", {part} partly" if part else ""))
 
 
 def render_text(coverages: list[RecordCoverage]) -> str:

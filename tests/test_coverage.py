@@ -130,7 +130,43 @@ def test_an_open_question_names_what_would_decide_it_and_the_page_counts_decided
     assert (covered, decided) == (2, 1) and checkable >= covered
     md = coverage.render_markdown([cov], out)
     assert "what would decide it" in md and "smoke: about 40 seeds" in md
-    assert "decided, CONFIRMED or REFUTED at some committed scale: 1" in md
+    assert "CONFIRMED or REFUTED at some committed scale; measurements aside): 1" in md
+
+
+def test_an_item_is_decided_only_when_every_question_answering_it_is(toy_registry,
+                                                                      tmp_path):
+    """An item answered by a decided proof and an open experiment counted as decided, and
+    the open question's "what would decide it" was blanked beside it (a referee's read of
+    coverage.md). It is now partly decided, and the open question keeps its needs; a
+    measurement neither decides an item nor leaves it open."""
+    from audit import coverage
+
+    from audit.questions import Question
+
+    # both questions answer the same item (the falsifier): a proof and an experiment
+    qs = (Question("bound", "toy: is the bound vacuous?", ("falsifier",), ("b",),
+                   kind="proof"),
+          Question("seeds", "toy: does the gap survive more seeds?", ("falsifier",),
+                   ("s1",)))
+    claim = dataclasses.replace(_claim("toy-q", (), {}), questions=qs)
+    out = tmp_path / "reports"
+    _write_report(out, "toy-q", "SPLIT", {"b": "CONFIRMED", "s1": "INCONCLUSIVE"},
+                  questions={"bound": "CONFIRMED", "seeds": "INCONCLUSIVE"})
+    data = json.loads((out / "toy-q.json").read_text())
+    data["questions"][1]["needs"] = "about 40 seeds"
+    (out / "toy-q.json").write_text(json.dumps(data))
+    cov = coverage.cover_record(_record(), "rec.json", {"toy-q": claim}, out)
+    row = next(r for r in cov.rows if r.path == "falsifier")
+    assert {c.part for c in row.covered_by} == {"bound", "seeds"}
+    assert not row.decided and row.partly_decided
+    needs = [n for _, _, _, _, n in coverage._rows_with_needs(cov) if n]
+    assert "about 40 seeds" in " ".join(needs)
+    assert coverage.partly_decided_count([cov]) >= 1
+    m = coverage.Cover("c", "m", "MEASURED", words=("MEASURED",))
+    d = coverage.Cover("c", "d", "CONFIRMED", words=("CONFIRMED",))
+    assert coverage.Row("x", "y", [m, d]).decided
+    assert not coverage.Row("x", "y", [m]).decided
+    assert not coverage.Row("x", "y", [m]).partly_decided
 
 
 def _review_json(capsys, *args) -> tuple[int, list[dict], str]:
