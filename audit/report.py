@@ -99,9 +99,19 @@ def _tuning_run(seeds) -> bool:
         return False
 
 
+def settings_split(settings) -> bool:
+    """Settings decided both ways (a CONFIRMED row and a REFUTED row): what the index marks
+    "settings split", as ``questions.answer`` marks a question. An INCONCLUSIVE row decides
+    nothing, so it contradicts no other row."""
+    words = {s.get("verdict") for s in settings or () if isinstance(s, Mapping)}
+    return {"CONFIRMED", "REFUTED"} <= words
+
+
 def settings_line(settings) -> str | None:
     """The headline sentence on which setting the verdict speaks for (None when the claim
-    ran one setting, or every setting agrees)."""
+    ran one setting, or every setting says the same). "Settings disagree" only where rows
+    decide both ways (:func:`settings_split`); rows that differ only by an INCONCLUSIVE are
+    listed as such."""
     settings = [s for s in settings or () if isinstance(s, Mapping)]
     if len({s.get("verdict") for s in settings}) < 2:
         return None
@@ -119,7 +129,10 @@ def settings_line(settings) -> str | None:
         why = f" Closest to the paper's setting: **{closest.get('setting')}**: {reason}."
     else:
         why = ""
-    return f"**Settings disagree**: {cells}.{why}"
+    if settings_split(settings):
+        return f"**Settings disagree**: {cells}.{why}"
+    return (f"**Settings** (no two decide opposite ways; an INCONCLUSIVE row decides "
+            f"nothing): {cells}.{why}")
 
 
 def validate(data: Mapping, source: str = "report") -> None:
@@ -1241,7 +1254,7 @@ def _write_index(out_dir: Path, claims: Mapping[str, Claim]) -> Path:
                        (f"**{data['verdict']}**" if not data.get("tuning_run") else
                         f"a tuning run ({data['verdict']} on tuning seeds; no verdict)")
                        + (" (fragile)" if data.get("fragile") else "")
-                       + (" (settings split)" if settings_line(data.get("settings"))
+                       + (" (settings split)" if settings_split(data.get("settings"))
                           else ""),
                        _reachable_cell(data), _stability_cell(data), lock_txt,
                        data["scale"],

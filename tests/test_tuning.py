@@ -84,6 +84,22 @@ def test_disagreeing_settings_reach_the_headline_and_the_index(data, tmp_path, t
     assert "(settings split)" in text
 
 
+def test_an_undecided_setting_is_listed_but_splits_nothing(data, tmp_path, toy):
+    """Rows REFUTED and INCONCLUSIVE read "Settings disagree" in the headline and "settings
+    split" in the index (GENE-FL's gamma sweep), where no two rows decide opposite ways."""
+    mixed = copy.deepcopy(data)
+    mixed["settings"] = [{"setting": "base", "verdict": "REFUTED", "base": True},
+                         {"setting": "gamma=0.25", "verdict": "INCONCLUSIVE"}]
+    md = report.render_markdown(mixed)
+    assert "Settings disagree" not in md
+    assert ("**Settings** (no two decide opposite ways; an INCONCLUSIVE row decides "
+            "nothing): base: REFUTED (base); gamma=0.25: INCONCLUSIVE.") in md
+    assert not report.settings_split(mixed["settings"])
+    report.write_data(mixed, tmp_path)
+    text = report.write_index(tmp_path, claims.registry()).read_text()
+    assert "(settings split)" not in text
+
+
 def _with(data, verdict, status):
     d = copy.deepcopy(data)
     d["verdict"] = verdict
