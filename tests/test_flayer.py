@@ -462,3 +462,21 @@ def test_a_subclass_rule_is_not_hidden_by_an_inherited_batched_override():
     assert answers == [{k: 0.5 for k in state}] * 3
     plain = FLAYER(SERVER_RULES["literal"])
     assert _scale_batch(plain).__func__ is FLAYER.param_lr_scale_batch
+
+
+def test_sweeps_that_decide_nothing_never_agree():
+    """"The sweeps agree with it" was said where every sweep was INCONCLUSIVE (FLAYER at
+    full scale: six seeds a sweep, which the rule cannot decide from), and where no sweep
+    ran at all (the paper scale); a referee read it as support."""
+    from audit.papers.flayer.masked_zero import sweeps_said
+    from audit.verdict import Outcome
+
+    C, R, I = Outcome.CONFIRMED, Outcome.REFUTED, Outcome.INCONCLUSIVE
+    assert sweeps_said({"base": C}) == "no sweep ran at this scale"
+    assert sweeps_said({"base": C, "vgg": C}) == "the sweeps decide the same"
+    assert sweeps_said({"base": I, "vgg": I}).startswith("the sweeps vgg do not decide")
+    mixed = sweeps_said({"base": C, "vgg": R, "cnn2": I})
+    assert mixed.startswith("the sweeps vgg decide otherwise, so it does not carry over")
+    assert "the sweeps cnn2 do not decide" in mixed
+    assert sweeps_said({"base": I, "vgg": C}) == "the sweeps vgg decide otherwise"
+    assert "agree" not in sweeps_said({"base": I, "vgg": I, "cnn2": I})

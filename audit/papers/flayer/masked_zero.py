@@ -54,6 +54,26 @@ def _decide_structural(ev: Mapping[str, Any]):
     return Outcome.CONFIRMED, D.STRUCTURAL_HOLDS.format(where=where, **ev), ""
 
 
+def sweeps_said(outcomes: Mapping[str, Outcome]) -> str:
+    """What the sweeps say beside the base setting's verdict (``outcomes``: setting label
+    -> outcome, with "base"): a sweep decided the other way disagrees; an undecided one
+    supports nothing (and never "agrees" with an undecided base); none ran, none said."""
+    base = outcomes["base"]
+    disagree = [lb for lb, o in outcomes.items() if lb != "base"
+                and o != Outcome.INCONCLUSIVE and o != base]
+    undecided = [lb for lb, o in outcomes.items() if lb != "base"
+                 and o == Outcome.INCONCLUSIVE]
+    said = []
+    if disagree:
+        said.append(D.SPEAKS_DISAGREE.format(sweeps=", ".join(disagree))
+                    + (D.SPEAKS_NO_CARRY if base != Outcome.INCONCLUSIVE else ""))
+    if undecided:
+        said.append(D.SPEAKS_UNDECIDED.format(sweeps=", ".join(undecided)))
+    if not said:
+        said.append(D.SPEAKS_AGREE if len(outcomes) > 1 else D.SPEAKS_NONE)
+    return "; ".join(said)
+
+
 RULE_STRUCTURAL = Rule("structural", D.RULE_STRUCTURAL, _decide_structural, kind="derivation")
 
 
@@ -358,13 +378,6 @@ def evidence(results: Mapping[RunSpec, Mapping], ctx: RunContext) -> dict[str, A
         sweep_txt.append(f"{label}: gap {d.mean:.3f} [{d.low:.3f}, {d.high:.3f}] -> {o.value}")
         if st:
             sweep_gaps.append((st, b, p[b], p["literal"]))
-    # a sweep decided the other way disagrees; an undecided one supports nothing (and is
-    # never "agreeing" with an undecided base)
-    base_out = sweep_out["base"]
-    disagree = [lb for lb, o in sweep_out.items() if lb != "base"
-                and o != Outcome.INCONCLUSIVE and o != base_out]
-    undecided = [lb for lb, o in sweep_out.items() if lb != "base"
-                 and o == Outcome.INCONCLUSIVE]
     closest, closest_why = closest_to_paper([(r[0], r[1], r[2], r[4]) for r in sweep_rows])
     setting_rows = tuple({"setting": lb, "verdict": o.value, "base": lb == "base",
                           "closest_to_paper": lb == closest,
@@ -372,10 +385,7 @@ def evidence(results: Mapping[RunSpec, Mapping], ctx: RunContext) -> dict[str, A
                           "note": sweep_notes.get(lb, "")}
                          for lb, o in sweep_out.items())
     speaks = D.SPEAKS.format(model=cfg["model"], cpr=cpr_base, n_clients=cfg["n_clients"],
-                             alpha=cfg["alpha"]) + (
-        D.SPEAKS_DISAGREE.format(sweeps=", ".join(disagree)) if disagree else
-        D.SPEAKS_UNDECIDED.format(sweeps=", ".join(undecided)) if undecided else
-        D.SPEAKS_AGREE)
+                             alpha=cfg["alpha"]) + sweeps_said(sweep_out)
     ev_c = {"three_way": tw, "best": best, "sensitive": sens_ok, "sensitivity": sens_txt,
             "resolution": resolution,
             "sweep": D.SWEEPS.format(rows="; ".join(sweep_txt), speaks=speaks)}

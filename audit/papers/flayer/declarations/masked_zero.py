@@ -365,10 +365,12 @@ NOTES_FIXED = (
 )
 SPEAKS = ("The verdict speaks for the base setting ({model}, {cpr} of {n_clients} clients "
           "every round, Dir({alpha:g})); ")
-SPEAKS_DISAGREE = "the sweeps {sweeps} decide otherwise, so it does not carry over to them"
+SPEAKS_DISAGREE = "the sweeps {sweeps} decide otherwise"
+SPEAKS_NO_CARRY = ", so it does not carry over to them"
 SPEAKS_AGREE = "the sweeps decide the same"
 SPEAKS_UNDECIDED = ("the sweeps {sweeps} do not decide (INCONCLUSIVE), so they neither "
                     "support nor contradict it")
+SPEAKS_NONE = "no sweep ran at this scale"
 SWEEPS = "Sweeps (same rule, not in the verdict): {rows}. {speaks}."
 CAVEAT_CONVERGENCE = (
     "read at round {to_round} before training converged (change over rounds "
