@@ -353,8 +353,9 @@ def _flip_cell(p: Mapping) -> str:
     return f"{_fmt(p['flip'], 3)}{unit}{steps}"
 
 
-def _stability_line(stab: Mapping) -> str:
-    """One line: leave-one-seed-out agreement and the flip distance of the verdict."""
+def _stability_line(stab: Mapping, data: Mapping | None = None) -> str:
+    """One line: leave-one-seed-out agreement and the flip distance of the verdict
+    (``data``: the report, to tell an exact computation from fixed seeded draws)."""
     bits = []
     if stab.get("loo_total"):
         bits.append(f"leave-one-seed-out: {stab['loo_agree']} of {stab['loo_total']} subsets "
@@ -366,6 +367,10 @@ def _stability_line(stab: Mapping) -> str:
             if res else ""
         bits.append(f"moving one seed's metric by {_fmt(stab['flip'], 3)}{unit} would flip "
                     f"the decisive test of `{stab.get('flip_part')}`{steps}")
+    if not bits and data is not None and _has_experiment(data):
+        return ("Stability: no seeds to leave out: the experiment parts run fixed seeded "
+                "draws inside one unit, so their sampling error is in their own rules' "
+                "intervals, not here.")
     if not bits:
         return "Stability: not applicable (an exact computation)."
     label = "fragile" if stab.get("fragile") else "stable"
@@ -417,7 +422,7 @@ def render_markdown(data: Mapping, figure_dir: str | None = None) -> str:
                   "below); a proof, an exact count or a byte count never depends on it.", ""]
     stab = data.get("stability")
     if stab:
-        lines += [_stability_line(stab), ""]
+        lines += [_stability_line(stab, data), ""]
     split = settings_line(data.get("settings"))
     if split:
         lines += [split, ""]
@@ -999,8 +1004,11 @@ def _premise_cell(data: Mapping, out_dir: Path | None = None, cid: str = "") -> 
     premise as the claim's."""
     def status(d: Mapping) -> str:
         p = d.get("premise")
-        return str(p["status"]) if isinstance(p, Mapping) and "status" in p \
-            else "— (mathematics)"
+        if isinstance(p, Mapping) and "status" in p:
+            return str(p["status"])
+        # no premise: mathematics only where no part is an experiment (an exact claim may
+        # run a fixed simulation, which is no proof)
+        return "— (none declared)" if _has_experiment(d) else "— (mathematics)"
 
     own = status(data)
     if out_dir is None:
@@ -1052,7 +1060,16 @@ def _stability_cell(data: Mapping) -> str:
     elif st.get("flip") is not None:  # in the metric's own unit, named where known
         unit = f" {st['unit']}" if st.get("unit") else ""
         bits.append(f"flip {_fmt(st['flip'], 3)}{unit}")
-    return ", ".join(bits) or "exact"
+    if bits:
+        return ", ".join(bits)
+    # no seeds: exact where every part is mathematics; an experiment on fixed draws
+    # (a seeded simulation inside one unit) has sampling error no seed split can show
+    return "fixed draws, no seeds" if _has_experiment(data) else "exact"
+
+
+def _has_experiment(data: Mapping) -> bool:
+    return any(isinstance(p, Mapping) and p.get("kind", "experiment") == "experiment"
+               for p in data.get("parts") or ())
 
 
 def _stop_text(look: Mapping, planned: Any = None) -> str:

@@ -152,3 +152,21 @@ def test_an_interval_of_width_zero_reads_as_no_interval():
     assert _ci(real).startswith("[0, 0.1] (95%, Hall's t") and "Hall's t" in \
         _estimate_rows([real])[0][4]
     assert _ci({**point, "n": 1}).startswith("[0, 0]")  # one value: said by n = 1
+
+
+def test_an_exact_claim_with_a_simulated_part_is_not_called_exact_or_mathematics():
+    """fedtlu-score-undefined has no seeds but one experiment (planted-pick: 200 fixed
+    seeded draws inside one unit); the index called it "exact" and its premise "—
+    (mathematics)", which a referee reads as a proof (a referee's read of the index)."""
+    from audit import report
+
+    stab = {"loo": {}, "loo_agree": 0, "loo_total": 0, "flip": None, "resolution": None}
+    proof = {"parts": [{"id": "a", "kind": "derivation"}], "stability": stab}
+    sim = {"parts": [{"id": "a", "kind": "derivation"}, {"id": "b", "kind": "experiment"}],
+           "stability": stab}
+    assert report._stability_cell(proof) == "exact"
+    assert report._premise_cell(proof) == "— (mathematics)"
+    assert report._stability_cell(sim) == "fixed draws, no seeds"
+    assert report._premise_cell(sim) == "— (none declared)"
+    assert "not applicable (an exact computation)" in report._stability_line(stab, proof)
+    assert "fixed seeded draws" in report._stability_line(stab, sim)
