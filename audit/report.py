@@ -607,14 +607,15 @@ def question_section(data: Mapping, lock_txt: str = "",
     if caveats:
         out += ["**Read with care**: " + "; ".join(caveats) + ".", ""]
     rows = []
+    frail = _fragile_in(data.get("parts"), qs)
     for q in qs:
         fields = ", ".join(f"`{f}`" for f in q.get("fields", []))
         decide = q.get("needs", "") if q.get("verdict") == "INCONCLUSIVE" else ""
         kind = str(q.get("kind", "")) + (", gated by the premise" if q.get("gated") is True
                                          else "")
         rows.append([f"`{q['id']}`: {q.get('asks', '')}", kind,
-                     f"**{q['verdict']}**" + (" (settings split)" if q.get("settings_split")
-                                               else "")
+                     f"**{q['verdict']}**" + (" (fragile)" if q["id"] in frail else "")
+                     + (" (settings split)" if q.get("settings_split") else "")
                      + questions.gated_suffix(str(q.get("verdict")), q.get("ungated")),
                      data["scale"], fields or "—",
                      ", ".join(f"`{p}`" for p in q.get("parts", [])), decide or "—"])
@@ -1170,6 +1171,23 @@ def earlier_code(data: Mapping, claim: Claim | None) -> str:
     return str(env.get("commit") or "")[:7] or "unknown"
 
 
+def _fragile_questions(data: Mapping, claim=None) -> set:
+    """The ids of the questions of one report decided (CONFIRMED or REFUTED) where one of
+    their parts is fragile: the claim's word carries "(fragile)" in the index, and so does
+    the question that it comes from."""
+    from audit import questions
+
+    return _fragile_in(data.get("parts"), questions.of_report(data, claim))
+
+
+def _fragile_in(parts, qs) -> set:
+    fragile = {p.get("id") for p in parts or ()
+               if isinstance(p, Mapping) and p.get("fragile") is True}
+    return {q.get("id") for q in qs if isinstance(q, Mapping)
+            and q.get("verdict") in ("CONFIRMED", "REFUTED")
+            and any(pid in fragile for pid in q.get("parts") or ())}
+
+
 def question_rows(out_dir: Path, claims: Mapping) -> tuple[list[str], list[list]]:
     """One row per reviewer question: its verdict at every scale found, side by side,
     and across scales the common word or SPLIT (never one scale promoted over another)."""
@@ -1188,6 +1206,7 @@ def question_rows(out_dir: Path, claims: Mapping) -> tuple[list[str], list[list]
         merged = questions.across_scales({s: questions.of_report(reports[s], claims.get(cid))
                                           for s in scales if s in reports})
         older = {s: earlier_code(reports[s], claims.get(cid)) for s in reports}
+        fragile = {s: _fragile_questions(reports[s], claims.get(cid)) for s in reports}
         for q in merged:
             # where the scales disagree, a report by earlier code says so: the difference
             # may be the code's change, not the scale's
@@ -1197,6 +1216,8 @@ def question_rows(out_dir: Path, claims: Mapping) -> tuple[list[str], list[list]
                 v = _inert(q["by_scale"].get(s))
                 if v is not None:
                     v = questions.gated_text(v, _inert(q.get("ungated", {}).get(s)))
+                if v is not None and q["id"] in fragile.get(s, ()):
+                    v += " (fragile)"
                 if v is not None and older.get(s) and split:
                     v += " (earlier code)"
                 link = _scale_link(out_dir, s, cid) if s != next(iter(reports)) else None

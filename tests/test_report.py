@@ -170,3 +170,17 @@ def test_an_exact_claim_with_a_simulated_part_is_not_called_exact_or_mathematics
     assert report._premise_cell(sim) == "— (none declared)"
     assert "not applicable (an exact computation)" in report._stability_line(stab, proof)
     assert "fixed seeded draws" in report._stability_line(stab, sim)
+
+
+def test_a_fragile_part_marks_its_decided_question_not_only_the_claim_word():
+    """GENE-FL's smoke word was "(fragile)" in the index while the question it came from,
+    selection-reversal, showed a plain REFUTED (a referee's read of the index)."""
+    from audit import report
+
+    parts = [{"id": "a", "fragile": True}, {"id": "b", "fragile": False}]
+    qs = [{"id": "qa", "verdict": "REFUTED", "parts": ["a"]},
+          {"id": "qb", "verdict": "CONFIRMED", "parts": ["b"]},
+          {"id": "qc", "verdict": "INCONCLUSIVE", "parts": ["a", "b"]}]
+    assert report._fragile_in(parts, qs) == {"qa"}
+    data = {"parts": parts, "questions": qs}
+    assert report._fragile_questions(data) == {"qa"}
