@@ -636,7 +636,11 @@ def findings_section(data: Mapping) -> list[str]:
     if not found:
         return []
     by_name = {e.get("name"): e for e in data.get("estimates", []) if isinstance(e, Mapping)}
-    out = ["## Findings", ""]
+    out = ["## Findings", "",
+           "The intervals here describe each estimate at the level and by the method "
+           "shown. They are not the decisions: a part is decided by its own rule's "
+           "interval, printed in its reason in the parts table, often wider (the rule's "
+           "share of alpha, and for the three-way rule a skewness allowance).", ""]
     for f in found:
         bits = []
         for name in f.get("estimates", []):

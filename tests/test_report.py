@@ -184,3 +184,16 @@ def test_a_fragile_part_marks_its_decided_question_not_only_the_claim_word():
     assert report._fragile_in(parts, qs) == {"qa"}
     data = {"parts": parts, "questions": qs}
     assert report._fragile_questions(data) == {"qa"}
+
+
+def test_findings_say_their_intervals_are_not_the_decisions():
+    """A finding quoted "0.2725 [0.1765, 0.3685] (95%, t)" where the rule decided from
+    "98.33% CI [-0.2362, 0.771]": a referee quoting the finding overstated the precision
+    (a referee's read of the reports)."""
+    from audit import report
+
+    data = {"findings": [{"text": "a gap", "estimates": ["g"]}],
+            "estimates": [{"name": "g", "value": 0.27, "low": 0.18, "high": 0.37, "n": 10,
+                           "level": 0.95, "method": "t"}]}
+    text = "\n".join(report.findings_section(data))
+    assert "They are not the decisions" in text and "[0.18, 0.37] (95%, t)" in text
