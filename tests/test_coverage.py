@@ -105,6 +105,15 @@ def _write_report(out: Path, cid: str, verdict: str, parts: dict[str, str],
     (out / f"{cid}.json").write_text(json.dumps(data))
 
 
+def _proof_decided_seeds_open(out) -> None:
+    """toy-q's smoke report: the proof CONFIRMED, the experiment open ("about 40 seeds")."""
+    _write_report(out, "toy-q", "SPLIT", {"b": "CONFIRMED", "s1": "INCONCLUSIVE"},
+                  questions={"bound": "CONFIRMED", "seeds": "INCONCLUSIVE"})
+    data = json.loads((out / "toy-q.json").read_text())
+    data["questions"][1]["needs"] = "about 40 seeds"
+    (out / "toy-q.json").write_text(json.dumps(data))
+
+
 def test_an_open_question_names_what_would_decide_it_and_the_page_counts_decided_items(
         toy_registry, monkeypatch, tmp_path):
     """A question left open at every scale carries its reports' "needs" (per scale), a
@@ -114,11 +123,7 @@ def test_an_open_question_names_what_would_decide_it_and_the_page_counts_decided
 
     claim = _toy_q()
     out = tmp_path / "reports"
-    _write_report(out, "toy-q", "SPLIT", {"b": "CONFIRMED", "s1": "INCONCLUSIVE"},
-                  questions={"bound": "CONFIRMED", "seeds": "INCONCLUSIVE"})
-    data = json.loads((out / "toy-q.json").read_text())
-    data["questions"][1]["needs"] = "about 40 seeds"
-    (out / "toy-q.json").write_text(json.dumps(data))
+    _proof_decided_seeds_open(out)
     _write_report(out / "full", "toy-q", "INCONCLUSIVE", {"b": "INCONCLUSIVE",
                                                           "s1": "INCONCLUSIVE"},
                   questions={"bound": "INCONCLUSIVE", "seeds": "INCONCLUSIVE"}, scale="full")
@@ -140,7 +145,6 @@ def test_an_item_is_decided_only_when_every_question_answering_it_is(toy_registr
     coverage.md). It is now partly decided, and the open question keeps its needs; a
     measurement neither decides an item nor leaves it open."""
     from audit import coverage
-
     from audit.questions import Question
 
     # both questions answer the same item (the falsifier): a proof and an experiment
@@ -150,11 +154,7 @@ def test_an_item_is_decided_only_when_every_question_answering_it_is(toy_registr
                    ("s1",)))
     claim = dataclasses.replace(_claim("toy-q", (), {}), questions=qs)
     out = tmp_path / "reports"
-    _write_report(out, "toy-q", "SPLIT", {"b": "CONFIRMED", "s1": "INCONCLUSIVE"},
-                  questions={"bound": "CONFIRMED", "seeds": "INCONCLUSIVE"})
-    data = json.loads((out / "toy-q.json").read_text())
-    data["questions"][1]["needs"] = "about 40 seeds"
-    (out / "toy-q.json").write_text(json.dumps(data))
+    _proof_decided_seeds_open(out)
     cov = coverage.cover_record(_record(), "rec.json", {"toy-q": claim}, out)
     row = next(r for r in cov.rows if r.path == "falsifier")
     assert {c.part for c in row.covered_by} == {"bound", "seeds"}
