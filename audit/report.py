@@ -103,7 +103,8 @@ def settings_split(settings) -> bool:
     """Settings decided both ways (a CONFIRMED row and a REFUTED row): what the index marks
     "settings split", as ``questions.answer`` marks a question. An INCONCLUSIVE row decides
     nothing, so it contradicts no other row."""
-    words = {s.get("verdict") for s in settings or () if isinstance(s, Mapping)}
+    words = {s.get("verdict") for s in settings or () if isinstance(s, Mapping)
+             and isinstance(s.get("verdict"), str)}
     return {"CONFIRMED", "REFUTED"} <= words
 
 
@@ -111,8 +112,10 @@ def settings_line(settings) -> str | None:
     """The headline sentence on which setting the verdict speaks for (None when the claim
     ran one setting, or every setting says the same). "Settings disagree" only where rows
     decide both ways (:func:`settings_split`); rows that differ only by an INCONCLUSIVE are
-    listed as such."""
-    settings = [s for s in settings or () if isinstance(s, Mapping)]
+    listed as such. (Rows read from a report that came from elsewhere: a verdict that is
+    no string is left out.)"""
+    settings = [s for s in settings or () if isinstance(s, Mapping)
+                and isinstance(s.get("verdict"), str)]
     if len({s.get("verdict") for s in settings}) < 2:
         return None
     cells = "; ".join(f"{s.get('setting')}: {s.get('verdict')}"
@@ -1185,11 +1188,15 @@ def _fragile_questions(data: Mapping, claim=None) -> set:
 
 
 def _fragile_in(parts, qs) -> set:
+    """(Ids read from a report that came from elsewhere: strings only.)"""
     fragile = {p.get("id") for p in parts or ()
-               if isinstance(p, Mapping) and p.get("fragile") is True}
+               if isinstance(p, Mapping) and p.get("fragile") is True
+               and isinstance(p.get("id"), str)}
     return {q.get("id") for q in qs if isinstance(q, Mapping)
+            and isinstance(q.get("id"), str)
             and q.get("verdict") in ("CONFIRMED", "REFUTED")
-            and any(pid in fragile for pid in q.get("parts") or ())}
+            and isinstance(q.get("parts"), list)
+            and any(isinstance(pid, str) and pid in fragile for pid in q["parts"])}
 
 
 def question_rows(out_dir: Path, claims: Mapping) -> tuple[list[str], list[list]]:

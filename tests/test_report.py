@@ -184,6 +184,11 @@ def test_a_fragile_part_marks_its_decided_question_not_only_the_claim_word():
     assert report._fragile_in(parts, qs) == {"qa"}
     data = {"parts": parts, "questions": qs}
     assert report._fragile_questions(data) == {"qa"}
+    # a report from elsewhere: ids that are no strings are never matched, never a crash
+    odd = [{"id": ["a"], "fragile": True}, {"id": "a", "fragile": True}]
+    assert report._fragile_in(odd, [{"id": ["q"], "verdict": "REFUTED", "parts": ["a"]},
+                                    {"id": "q", "verdict": "REFUTED", "parts": [["a"]]},
+                                    {"id": "r", "verdict": "REFUTED", "parts": "a"}]) == set()
 
 
 def test_findings_say_their_intervals_are_not_the_decisions():

@@ -95,6 +95,8 @@ def test_an_undecided_setting_is_listed_but_splits_nothing(data, tmp_path, toy):
     assert ("**Settings** (no two decide opposite ways; an INCONCLUSIVE row decides "
             "nothing): base: REFUTED (base); gamma=0.25: INCONCLUSIVE.") in md
     assert not report.settings_split(mixed["settings"])
+    odd = [{"setting": "a", "verdict": ["CONFIRMED"]}, {"setting": "b", "verdict": "REFUTED"}]
+    assert report.settings_line(odd) is None and not report.settings_split(odd)
     report.write_data(mixed, tmp_path)
     text = report.write_index(tmp_path, claims.registry()).read_text()
     assert "(settings split)" not in text
