@@ -77,7 +77,25 @@ def premise(effect: str, tw: stats.ThreeWay, *, rule: str | None = None,
     The reason reads ``"<rule>: <tw.reason>"`` followed by ``note``; ``rule`` defaults to
     the rule as applied (``tw.text()``)."""
     return Premise(effect, PREMISE_STATUS[tw.outcome],
-                   f"{tw.text() if rule is None else rule}: {tw.reason}{note}", estimate)
+                   f"{tw.text() if rule is None else rule}: {tw.reason}{note}", estimate,
+                   leans=premise_leans(tw))
+
+
+def premise_leans(*tws: stats.ThreeWay) -> str:
+    """Where an undecided premise decided by ``tws`` (one three-way, or several settings
+    of which one reproducing is enough) lies (:data:`audit.verdict.PREMISE_LEANS`):
+    "against" when every undecided point estimate is below its margin, "toward" when
+    some is above, "" when decided (some SUPPORTED, or all FALSIFIED) or unknown."""
+    outs = [tw.outcome for tw in tws]
+    if not tws or "SUPPORTED" in outs or all(o == "FALSIFIED" for o in outs):
+        return ""
+    open_ = [tw for tw in tws if tw.outcome == "INCONCLUSIVE"]
+    gaps = [float(tw.difference.mean) - float(tw.margin) for tw in open_]
+    if any(not math.isfinite(g) for g in gaps):
+        return ""
+    if any(g > 0 for g in gaps):
+        return "toward"
+    return "against" if all(g < 0 for g in gaps) else ""
 
 
 def pair_rule(part: str, text: str, *, a: str, b: str, metric: str, holds_when: str,
@@ -96,7 +114,7 @@ def pair_rule(part: str, text: str, *, a: str, b: str, metric: str, holds_when: 
         out = on_reviewer(tw.outcome, holds_when=holds_when)
         needs = ""
         if out == Outcome.INCONCLUSIVE:
-            needs = (f"about {tw.seeds_needed} seeds" if tw.seeds_needed else
+            needs = (f"about {tw.seeds_phrase()}" if tw.seeds_needed else
                      "a larger scale or another setting: no seed count this rule reaches "
                      "decides the observed effect")
         return out, f"{a} vs {b}, {metric}: {tw.reason}", needs, {

@@ -419,10 +419,14 @@ def render_markdown(data: Mapping, figure_dir: str | None = None) -> str:
         ci = _ci(est)
         ci = "" if not ci else f" {ci}" if _is_point(est) else f", CI {ci}"
         val = f": {_fmt(est['value'])}{ci}" if est else ""
+        leans = (" (its estimate on the other side of the rule's margin: more seeds are "
+                 "likelier to show the effect absent than reproduced)"
+                 if premise.get("leans") == "against" and premise.get("status") == "undecided"
+                 else "")
         lines += [f"**Premise** (the paper's own effect, measured first): {premise['effect']}"
-                  f"{val} — **{premise['status']}**. {premise.get('reason', '')} The premise "
-                  "gates only the parts that explain the paper's effect (marked *gated* "
-                  "below); a proof, an exact count or a byte count never depends on it.", ""]
+                  f"{val} — **{premise['status']}**{leans}. {premise.get('reason', '')} "
+                  "The premise gates only the parts that explain the paper's effect (marked "
+                  "*gated* below); a proof, an exact count or a byte count never depends on it.", ""]
     stab = data.get("stability")
     if stab:
         lines += [_stability_line(stab, data), ""]
@@ -1013,7 +1017,8 @@ def _premise_cell(data: Mapping, out_dir: Path | None = None, cid: str = "") -> 
     def status(d: Mapping) -> str:
         p = d.get("premise")
         if isinstance(p, Mapping) and "status" in p:
-            return str(p["status"])
+            against = p["status"] == "undecided" and p.get("leans") == "against"
+            return str(p["status"]) + (" (its estimate the other way)" if against else "")
         # no premise: mathematics only where no part is an experiment (an exact claim may
         # run a fixed simulation, which is no proof)
         return "— (none declared)" if _has_experiment(d) else "— (mathematics)"

@@ -371,6 +371,23 @@ class ThreeWay:
         """The rule as applied, generated from the parameters that decided it."""
         return three_way_text(self.margin, self.equivalence_margin, self.alpha, self.n)
 
+    def seeds_phrase(self, unit: str = "seeds") -> str:
+        """``seeds_needed`` in words with ``unit`` ("18 pairs"), "" where None. Where the
+        estimate is no more than the pairs run (this sample did not decide, though a
+        fresh one of that size would with probability ``power``), it says so, so a count
+        at or below n never reads as a request the run already met."""
+        if self.seeds_needed is None:
+            return ""
+        return f"{self.seeds_needed} {unit}" + (
+            f" ({_short_text(self.n, self.power)})" if self.seeds_needed <= self.n else "")
+
+
+def _short_text(n: int, power: float) -> str:
+    """The clause for a seeds estimate at or below the ``n`` pairs run."""
+    return (f"not more than the {n} already run, which did not decide: a fresh sample of "
+            f"that size decides with power {_g(power)}, and this one fell among those "
+            f"that do not")
+
 
 # --------------------------------------------------------------------------- #
 # intervals
@@ -1098,8 +1115,9 @@ def three_way(
     if needed:
         ties = (f", and {need} differing seeds at the observed share of {differ} in {n}"
                 if 0 < differ < n else "")
+        short = f"; {_short_text(n, power)}" if needed <= n else ""
         need_txt = (f"about {needed} pairs would let this rule decide {gap} "
-                    f"(simulated, power {_g(power)}{ties})")
+                    f"(simulated, power {_g(power)}{ties}{short})")
     elif effect == 0.0 or diff.sd == 0.0:
         need_txt = f"no number of seeds can be estimated for {gap}"
     else:

@@ -185,6 +185,10 @@ class Part:
 
 PREMISE_STATUSES = ("reproduced", "not reproduced", "undecided")
 
+#: where an undecided premise's point estimate lies (``Premise.leans``): on the paper's
+#: side of the rule's margin ("toward"), on the other side ("against"), or not known ("")
+PREMISE_LEANS = ("toward", "against", "")
+
 #: why :func:`premise_gate` holds a part (``Part.held``): its premise shown absent, or
 #: undecided where the part's own comparison had decided
 HELD_BY_PREMISE = ("not reproduced", "not shown")
@@ -213,17 +217,27 @@ class Premise:
     ``status``: ``reproduced`` (the effect shows at this scale), ``not reproduced`` (it
     is absent or reversed) or ``undecided``. A part that explains the effect can be
     CONFIRMED or REFUTED only where the premise is reproduced (:func:`premise_gate`).
+    ``leans``: where an undecided premise's point estimate lies against its rule's margin
+    (:data:`PREMISE_LEANS`); "against" tells a reader that more seeds are likelier to
+    show the effect absent than reproduced, so the parts it gates are unlikely to be
+    decided by seeds alone. "" where decided or not known.
     """
 
     effect: str  # e.g. "LIPS beats FedBN (personalised accuracy, points)"
     status: str
     reason: str
     estimate: Estimate | None = None
+    leans: str = ""
 
     def __post_init__(self):
         if self.status not in PREMISE_STATUSES:
             raise ValueError(f"premise status must be one of {PREMISE_STATUSES}; "
                              f"got {self.status!r}")
+        if self.leans not in PREMISE_LEANS:
+            raise ValueError(f"premise leans must be one of {PREMISE_LEANS}; "
+                             f"got {self.leans!r}")
+        if self.leans and self.status != "undecided":
+            raise ValueError(f"only an undecided premise leans; this one is {self.status}")
 
     @property
     def reproduced(self) -> bool:
@@ -231,13 +245,22 @@ class Premise:
 
     def to_dict(self) -> dict:
         return {"effect": self.effect, "status": self.status, "reason": self.reason,
-                "estimate": self.estimate.to_dict() if self.estimate else None}
+                "estimate": self.estimate.to_dict() if self.estimate else None,
+                "leans": self.leans}
 
     @classmethod
     def from_dict(cls, d: Mapping) -> "Premise":
         est = d.get("estimate")
+        leans = d.get("leans", "")
         return cls(effect=d["effect"], status=d["status"], reason=d.get("reason", ""),
-                   estimate=Estimate.from_dict(est) if est else None)
+                   estimate=Estimate.from_dict(est) if est else None,
+                   leans=leans if leans in PREMISE_LEANS and d["status"] == "undecided"
+                   else "")
+
+
+#: what the gate's ``needs`` adds where the undecided premise leans against the effect
+PREMISE_AGAINST = (", its estimate on the other side of the rule's margin: more seeds are "
+                   "likelier to show it absent than reproduced")
 
 
 def premise_gate(part: Part, premise: Premise | None) -> Part:
@@ -261,13 +284,17 @@ def premise_gate(part: Part, premise: Premise | None) -> Part:
     # what would decide the part starts with the premise, never with a seed count alone
     # (more seeds cannot decide a part whose premise is shown absent, and they decide it
     # only once the premise is shown where it is undecided)
+    against = premise.leans == "against"
     needs = ("a scale or setting where the paper's effect reproduces" if absent else
              f"the paper's effect shown first ({premise.effect}: {premise.status} at this "
-             f"scale)")
+             f"scale" + (PREMISE_AGAINST if against else "") + ")")
     if part.verdict == Outcome.INCONCLUSIVE and not absent:
         # undecided on its own and its premise undecided: the gate holds nothing the
-        # comparison decided, and its reason stays the comparison's
-        return replace(part, needs=f"{needs}; then {part.needs}" if part.needs else needs)
+        # comparison decided, and its reason stays the comparison's. Where the premise
+        # leans against the effect, its own seed count is no path to a decision (the
+        # seeds that decide the premise are likelier to show it absent): not offered
+        then = f"; then {part.needs}" if part.needs and not against else ""
+        return replace(part, needs=needs + then)
     held = "not reproduced" if absent else "not shown"
     return replace(part, verdict=Outcome.INCONCLUSIVE, held=held,
                    ungated=(part.ungated if part.verdict == Outcome.INCONCLUSIVE

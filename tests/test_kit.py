@@ -227,3 +227,39 @@ def test_kit_helpers_refuse_degenerate_input():
         kit.misbehaving_seeds({"a": [1.0, 2.0]}, ["a"], [0, 1, 2])
     flags = kit.misbehaving_seeds({"a": [1.0] * 6}, ["a"], list(range(6)), outlier_mads=2)
     assert "more than 2 scaled" in kit.misbehaviour_table(flags, 6, "acc", outlier_mads=2).note
+
+
+def _three_way_of(diffs, margin=0.0):
+    d = np.asarray(diffs, dtype=float)
+    return stats.three_way(d, np.zeros(d.size), margin=margin, equivalence_margin=2.0,
+                           alpha=0.05)
+
+
+# undecided, on either side of the margin 0; and decided each way
+_AGAINST = [-0.78, -0.12, -1.29, 1.84, -2.35, 2.02, -1.82, -2.4, 1.04, -1.34]
+_TOWARD = [-x for x in _AGAINST]
+_SUPPORTED = [3.1, 2.9, 3.3, 3.0, 2.8, 3.2, 3.05, 2.95, 3.15, 2.85]
+
+
+def test_an_undecided_premise_says_which_side_its_estimate_lies():
+    against, toward, won = _three_way_of(_AGAINST), _three_way_of(_TOWARD), _three_way_of(_SUPPORTED)
+    assert against.outcome == toward.outcome == "INCONCLUSIVE"
+    assert won.outcome == "SUPPORTED"
+    assert kit.premise("e", against).leans == "against"
+    assert kit.premise("e", toward).leans == "toward"
+    assert kit.premise("e", won).leans == ""
+    # several settings, one reproducing is enough: against only when every open one is
+    assert kit.premise_leans(against, toward) == "toward"
+    assert kit.premise_leans(against, against) == "against"
+    assert kit.premise_leans(against, won) == ""
+
+
+def test_a_gated_part_offers_no_seed_count_where_the_premise_leans_against():
+    from audit.verdict import Part, premise_gate
+
+    part = Part("p", Outcome.INCONCLUSIVE, "rule", "reason", needs="about 40 pairs")
+    against = premise_gate(part, kit.premise("LIPS beats FedBN", _three_way_of(_AGAINST)))
+    toward = premise_gate(part, kit.premise("LIPS beats FedBN", _three_way_of(_TOWARD)))
+    assert "40 pairs" not in against.needs and "other side" in against.needs
+    assert toward.needs.endswith("; then about 40 pairs")
+    assert "other side" not in toward.needs

@@ -705,3 +705,20 @@ def test_equal_pairs_read_as_no_interval_not_a_hall_interval(diff, sensitive):
                              equivalence_margin=0.25)
     assert stats_mod.interval_text(spread.difference).startswith("[")
     assert stats_mod.interval_text(spread.difference, method=True).endswith("(robust-hall)")
+
+
+def test_a_seed_count_at_or_below_the_pairs_run_says_this_sample_did_not_decide():
+    # 12 pairs that do not decide, though 12 would with power 0.8 at this spread
+    d = np.array([0.78, 0.12, 1.29, 1.84, 2.35, 2.02, 1.82, 2.4, 1.04, 1.34, 2.39, 2.24])
+    tw = stats_mod.three_way(d, np.zeros(12), margin=0.0, equivalence_margin=2.0, alpha=0.05)
+    assert tw.outcome == "INCONCLUSIVE" and tw.seeds_needed is not None
+    assert tw.seeds_needed <= tw.n
+    assert "not more than the 12 already run, which did not decide" in tw.reason
+    assert tw.seeds_phrase("pairs").startswith(f"{tw.seeds_needed} pairs (not more than")
+    # above n: the count alone
+    wide = stats_mod.three_way(d[:6] - 1.0, np.zeros(6), margin=0.0, equivalence_margin=2.0,
+                           alpha=0.05)
+    assert wide.seeds_needed is None or wide.seeds_needed > 6
+    if wide.seeds_needed:
+        assert wide.seeds_phrase() == f"{wide.seeds_needed} seeds"
+        assert "already run" not in wide.reason

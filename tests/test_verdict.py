@@ -135,3 +135,19 @@ def test_a_decided_part_under_an_undecided_premise_says_not_shown():
     absent = premise_gate(part, Premise("the effect", "not reproduced", ""))
     assert absent.reason.startswith("premise not reproduced at this scale")
     assert absent.needs == "a scale or setting where the paper's effect reproduces"
+
+
+def test_premise_leans_only_where_undecided_and_survives_json():
+    from audit.verdict import Premise
+
+    p = Premise("e", "undecided", "r", leans="against")
+    assert Premise.from_dict(p.to_dict()) == p
+    with pytest.raises(ValueError):
+        Premise("e", "reproduced", "r", leans="toward")
+    with pytest.raises(ValueError):
+        Premise("e", "undecided", "r", leans="sideways")
+    # from elsewhere: an unknown or misplaced leaning is read as none, never a crash
+    assert Premise.from_dict({"effect": "e", "status": "undecided", "leans": 3}).leans == ""
+    assert Premise.from_dict({"effect": "e", "status": "reproduced",
+                              "leans": "against"}).leans == ""
+    assert Premise.from_dict({"effect": "e", "status": "undecided"}).leans == ""

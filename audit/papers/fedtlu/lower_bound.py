@@ -117,7 +117,7 @@ def _decide_noise(ev):
         if found(tw.outcome == outcome for tw in res.values()):
             return (on_reviewer(outcome, holds_when="FALSIFIED"), lead + reasons, "",
                     {**info, "flip": _decisive(res, outcome).flip})
-    need = ", ".join(f"{st}: {tw.seeds_needed} seeds" for st, tw in res.items()
+    need = ", ".join(f"{st}: {tw.seeds_phrase()}" for st, tw in res.items()
                      if tw.seeds_needed)
     return (Outcome.INCONCLUSIVE, reasons,
             f"seeds to detect the observed gaps: {need}" if need else D.NOISE_NO_SEEDS,
@@ -185,7 +185,8 @@ def premise_of(res: dict) -> Premise:
     est = Estimate.of(f"premise_ppl_random_minus_fedtlu_{st}", d, "perplexity",
                       D.PREMISE_ESTIMATE.format(st=st, method=d.method))
     reason = "; ".join(f"{k}: {o}" for k, o in outs.items())
-    return Premise(PREMISE_EFFECT, status, D.PREMISE_REASON.format(outcomes=reason), est)
+    return Premise(PREMISE_EFFECT, status, D.PREMISE_REASON.format(outcomes=reason), est,
+                   leans=kit.premise_leans(*res.values()))
 
 
 # ============================================================================ evidence

@@ -103,7 +103,7 @@ def _decide_collapse(ev: Mapping[str, Any]):
         mde = ("the rule cannot decide any gap at this n" if tw.mde is None else
                f"minimum detectable gap at n = {tw.n} is {tw.mde:.3g}")
         return (f"{mde}; "
-                + (f"{tw.seeds_needed} seeds would detect the observed distance "
+                + (f"{tw.seeds_phrase()} would detect the observed distance "
                    f"{tw.difference.mean - tw.margin:+.3g} of the gap from the margin"
                    if tw.seeds_needed else "more seeds or a larger scale"))
 
@@ -119,7 +119,7 @@ def _decide_carry(ev: Mapping[str, Any]):
     """The reviewer's falsifier as written: carry-over against literal, one comparison
     fixed before the run (no best-of-k), mapped and guarded as `collapse`."""
     def needs_more(tw):
-        return (f"{tw.seeds_needed} seeds would detect the observed distance from the "
+        return (f"{tw.seeds_phrase()} would detect the observed distance from the "
                 f"margin" if tw.seeds_needed else "more seeds or a larger scale")
 
     reason = D.CARRY_REASON.format(reason=ev["three_way"].reason, **ev)

@@ -162,7 +162,7 @@ def _accuracy_decide(ev):
     # the reviewer's own test: bottom-gamma matches or beats top-gamma -> the reviewer is
     # right; top-gamma beats bottom-gamma (SUPPORTED of "top beats bottom") -> against
     out = on_reviewer(tw.outcome, holds_when="FALSIFIED")
-    needs = "" if tw.seeds_needed is None else f"about {tw.seeds_needed} seeds"
+    needs = "" if tw.seeds_needed is None else f"about {tw.seeds_phrase()}"
     return out, tw.reason + ev["sens_txt"], needs or "more seeds or a larger setting", \
         {"flip": tw.flip, "resolution": ev["resolution"], "unit": "accuracy"}
 

@@ -184,7 +184,7 @@ def _decide_family(tws: Mapping[str, Any], sensitive: bool, resolution: float = 
         reason = D.NO_SENSITIVITY_FAMILY + reason
     out, needs = kit.family_outcome([o == Outcome.CONFIRMED for o in on],
                                     [o == Outcome.REFUTED for o in on],
-                                    [f"{k}: {tw.seeds_needed} pairs" for k, tw in tws.items()
+                                    [f"{k}: {tw.seeds_phrase('pairs')}" for k, tw in tws.items()
                                      if tw.outcome == "INCONCLUSIVE" and tw.seeds_needed],
                                     needs_seeds=D.NEEDS_SEEDS, needs_other=D.NEEDS_OTHER)
     return out, reason, needs, kit.family_flip(tws, out, resolution=resolution, unit="points")
@@ -201,7 +201,7 @@ def _decide_one(label: str):
         out = on_reviewer(tw.outcome, holds_when="FALSIFIED")
         needs = ""
         if out == Outcome.INCONCLUSIVE:
-            needs = (D.NEEDS_PAIRS.format(tw.seeds_needed) if tw.seeds_needed
+            needs = (D.NEEDS_PAIRS.format(tw.seeds_phrase("pairs")) if tw.seeds_needed
                      else D.NEEDS_OTHER)
         return out, reason, needs, {"flip": tw.flip, "resolution": resolution,
                                     "unit": "points"}
@@ -226,7 +226,8 @@ def _decide_selection(tw, grid_range: float, margin: float, resolution: float = 
     needs = ""
     if out == Outcome.INCONCLUSIVE:
         needs = (D.SELECTION_NEEDS if foregone else
-                 D.NEEDS_PAIRS.format(tw.seeds_needed) if tw.seeds_needed else D.NEEDS_OTHER)
+                 D.NEEDS_PAIRS.format(tw.seeds_phrase("pairs")) if tw.seeds_needed
+                 else D.NEEDS_OTHER)
     return out, reason, needs, {"flip": tw.flip, "resolution": resolution, "unit": "points"}
 
 
@@ -280,7 +281,7 @@ def _decide_both(tw_acc: Mapping[str, Any], tw_cos: Mapping[str, Any], sensitive
     if missing:
         reason = D.NO_SENSITIVITY_ON.format(" and ".join(missing)) + reason
     out, needs = kit.family_outcome(match, beaten, [
-        f"{c} ({w}): {tw.seeds_needed} pairs" for w, d_ in (("accuracy", tw_acc),
+        f"{c} ({w}): {tw.seeds_phrase('pairs')}" for w, d_ in (("accuracy", tw_acc),
                                                              ("cosine", tw_cos))
         for c, tw in d_.items() if tw.outcome == "INCONCLUSIVE" and tw.seeds_needed],
         needs_seeds=D.NEEDS_SEEDS, needs_other=D.NEEDS_OTHER)
