@@ -614,7 +614,7 @@ def question_section(data: Mapping, lock_txt: str = "",
     if caveats:
         out += ["**Read with care**: " + "; ".join(caveats) + ".", ""]
     rows = []
-    frail = _fragile_in(data.get("parts"), qs)
+    frail = _fragile_in(data.get("parts"), qs, data.get("stability"))
     for q in qs:
         fields = ", ".join(f"`{f}`" for f in q.get("fields", []))
         decide = q.get("needs", "") if q.get("verdict") == "INCONCLUSIVE" else ""
@@ -634,6 +634,9 @@ def question_section(data: Mapping, lock_txt: str = "",
                          r.get("note", "") or "—"])
     out += [_table(["question (our words)", "kind", "verdict", "scale", "record fields",
                     "decided by", "what would decide it"], rows), ""]
+    loo = _question_loo_line(data.get("stability"), qs)
+    if loo:
+        out += [loo, ""]
     return out
 
 
@@ -1185,23 +1188,76 @@ def earlier_code(data: Mapping, claim: Claim | None) -> str:
 
 def _fragile_questions(data: Mapping, claim=None) -> set:
     """The ids of the questions of one report decided (CONFIRMED or REFUTED) where one of
-    their parts is fragile: the claim's word carries "(fragile)" in the index, and so does
-    the question that it comes from."""
+    their parts is fragile, or one left-out seed changes their word: the claim's word
+    carries "(fragile)" in the index, and so does the question that it comes from."""
     from audit import questions
 
-    return _fragile_in(data.get("parts"), questions.of_report(data, claim))
+    return _fragile_in(data.get("parts"), questions.of_report(data, claim),
+                       data.get("stability"))
 
 
-def _fragile_in(parts, qs) -> set:
-    """(Ids read from a report that came from elsewhere: strings only.)"""
+def _fragile_in(parts, qs, stability: Any = None) -> set:
+    """(Ids read from a report that came from elsewhere: strings only.) ``stability``:
+    the report's, whose ``questions`` (:func:`_question_loo`) add the decided questions
+    that a left-out seed overturns; a report without it is read by its parts alone."""
     fragile = {p.get("id") for p in parts or ()
                if isinstance(p, Mapping) and p.get("fragile") is True
                and isinstance(p.get("id"), str)}
+    loo = _question_loo(stability)
     return {q.get("id") for q in qs if isinstance(q, Mapping)
             and isinstance(q.get("id"), str)
             and q.get("verdict") in ("CONFIRMED", "REFUTED")
-            and isinstance(q.get("parts"), list)
-            and any(isinstance(pid, str) and pid in fragile for pid in q["parts"])}
+            and ((isinstance(q.get("parts"), list)
+                  and any(isinstance(pid, str) and pid in fragile for pid in q["parts"]))
+                 or (q["id"] in loo and loo[q["id"]][0] < loo[q["id"]][1]))}
+
+
+def _question_loo(stability: Any) -> dict[str, tuple[int, int, dict]]:
+    """Question id -> (subsets that agree, subsets, {seed: word}) from a report's
+    ``stability["questions"]``; an older report has none ({}). Read from a report that
+    came from elsewhere: an entry whose id is no string, or whose counts are no whole
+    numbers with 0 <= agree <= total and total > 0, is left out; seeds and words that
+    are no strings are dropped from the map."""
+    table = stability.get("questions") if isinstance(stability, Mapping) else None
+    if not isinstance(table, Mapping):
+        return {}
+    out = {}
+    for qid, entry in table.items():
+        if not isinstance(qid, str) or not isinstance(entry, Mapping):
+            continue
+        agree, total = entry.get("loo_agree"), entry.get("loo_total")
+        if not all(isinstance(n, int) and not isinstance(n, bool) for n in (agree, total)) \
+                or not 0 <= agree <= total or total == 0:
+            continue
+        words = entry.get("loo")
+        words = {k: v for k, v in words.items() if isinstance(k, str) and isinstance(v, str)
+                 } if isinstance(words, Mapping) else {}
+        out[qid] = (agree, total, words)
+    return out
+
+
+def _question_loo_line(stability: Any, qs: Iterable) -> str:
+    """One line: per question, how many leave-one-seed-out subsets give its word, and
+    which left-out seeds change it (at most three named); "" for a report without
+    per-question subsets (an older one, or one with no seeds to leave out)."""
+    loo = _question_loo(stability)
+    bits = []
+    for q in qs:
+        if not isinstance(q, Mapping) or not isinstance(q.get("id"), str) \
+                or q["id"] not in loo or q.get("kind") == "measurement":
+            continue
+        agree, total, words = loo[q["id"]]
+        bit = f"`{q['id']}`: {agree} of {total} subsets give the same answer"
+        other = [(seed, w) for seed, w in words.items() if w != q.get("verdict")]
+        if other and agree < total:
+            named = ", ".join(f"without seed {seed}: {w}" for seed, w in other[:3])
+            bit += f" ({named}" + (f"; {len(other) - 3} more" if len(other) > 3 else "") + ")"
+        if agree < total and q.get("verdict") in ("CONFIRMED", "REFUTED"):
+            bit += ", fragile"
+        bits.append(bit)
+    if not bits:
+        return ""
+    return "Leave-one-seed-out, by question: " + "; ".join(bits) + "."
 
 
 def question_rows(out_dir: Path, claims: Mapping) -> tuple[list[str], list[list]]:

@@ -1219,6 +1219,20 @@ def _decisive(verdict: Verdict, combination) -> list:
     return [p for p in entering if p.verdict == verdict.verdict]
 
 
+def _question_stability(asked: Mapping[str, str], q_loo: Mapping[str, Mapping]) -> dict:
+    """Per question: how many leave-one-seed-out subsets give its full-data word, and
+    whether it is fragile (decided, and one subset disagrees); {} without subsets."""
+    out = {}
+    for qid, word in asked.items():
+        subsets = dict(q_loo.get(qid) or {})
+        if not subsets:
+            continue
+        agree = sum(w == word for w in subsets.values())
+        out[qid] = {"loo_agree": agree, "loo_total": len(subsets), "loo": subsets,
+                    "fragile": word in ("CONFIRMED", "REFUTED") and agree < len(subsets)}
+    return out
+
+
 def with_stability(claim: Claim, results: Mapping[RunSpec, Mapping], ctx: RunContext,
                    verdict: Verdict) -> Verdict:
     """Attach how far the verdict is from flipping (STATISTICS.md): the verdicts of the
@@ -1227,11 +1241,25 @@ def with_stability(claim: Claim, results: Mapping[RunSpec, Mapping], ctx: RunCon
     smallest change of
     one seed's metric that flips a decisive part's test, in the metric's units, with the
     metric's resolution. A decided verdict whose flip distance is within three steps of
-    the resolution, or that a single left-out seed overturns, is fragile."""
-    from audit import stats
+    the resolution, or that a single left-out seed overturns, is fragile.
+
+    Each question of the claim (``audit.questions.answers``, as the report answers them)
+    is answered again from each subset's parts: ``stability["questions"]`` holds, per
+    question that carries a verdict (no measurement), ``{loo_agree, loo_total, loo:
+    {seed: verdict}, fragile}``; a decided question that one left-out seed overturns is
+    fragile. The claim's own ``loo`` and ``fragile`` do not read it."""
+    from audit import questions, stats
 
     seeds = tuple(ctx.seeds)
     loo: dict[str, str] = {}
+    # the questions' full-data words, answered as the report answers them (no analysis:
+    # its settings and caveats change a question's rows and texts, never its word)
+    try:
+        asked = {a["id"]: str(a["verdict"]) for a in questions.answers(
+            claim, verdict.parts, None, ctx.scale) if a.get("kind") != "measurement"}
+    except (KeyError, ValueError):  # questions its parts cannot answer: none checked
+        asked = {}
+    q_loo: dict[str, dict[str, str]] = {qid: {} for qid in asked}
     if claim.decide is not None and claim.stochastic and len(seeds) >= 3:
         # the claim's decide must decide as its analyse did, or the stability check below
         # would describe another verdict: checked on all the seeds of every analysis
@@ -1258,6 +1286,19 @@ def with_stability(claim: Claim, results: Mapping[RunSpec, Mapping], ctx: RunCon
                     loo[str(s)] = v.verdict.value
                 except (ValueError, KeyError, ZeroDivisionError, IndexError) as exc:
                     loo[str(s)] = f"error: {type(exc).__name__}"
+                    for qid in q_loo:
+                        q_loo[qid][str(s)] = loo[str(s)]
+                    continue
+                try:  # each question answered from this subset's parts
+                    sub_words = {a["id"]: str(a["verdict"]) for a in questions.answers(
+                        claim, v.parts, None, sub_ctx.scale)}
+                except (KeyError, ValueError) as exc:
+                    sub_words = {}
+                    missing = f"error: {type(exc).__name__}"
+                else:
+                    missing = "error: not answered"
+                for qid in q_loo:
+                    q_loo[qid][str(s)] = sub_words.get(qid, missing)
     agree = sum(v == verdict.verdict.value for v in loo.values())
     decisive = [p for p in _decisive(verdict, claim.combination) if p.flip is not None]
     flip_part = min(decisive, key=lambda p: p.flip, default=None)
@@ -1272,6 +1313,7 @@ def with_stability(claim: Claim, results: Mapping[RunSpec, Mapping], ctx: RunCon
         "resolution": flip_part.resolution if flip_part else None,
         "fragile_parts": fragile_parts,
         "fragile": bool(fragile),
+        "questions": _question_stability(asked, q_loo),
     }
     return dataclasses.replace(verdict, stability=stability)
 

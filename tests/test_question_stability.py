@@ -1,0 +1,186 @@
+"""Leave-one-seed-out stability per reviewer question: the runner answers every question
+again from each subset's parts, and the report marks a decided question "(fragile)" when
+one left-out seed changes its word, not only when one of its parts is fragile."""
+from __future__ import annotations
+
+import copy
+import dataclasses
+import json
+
+import pytest
+
+from audit import questions, report
+from audit.claims import RunSpec
+from audit.questions import Question
+from audit.runner import Cache, execute, make_context
+from audit.verdict import Outcome, Rule
+
+#: the seed whose unit alone carries the toy's second part
+CARRIER = 3
+
+
+def _decide_lead(peaks):
+    if max(peaks) > 0.5:
+        return Outcome.CONFIRMED, "a seed peaks above 0.5", ""
+    return Outcome.INCONCLUSIVE, "no seed peaks above 0.5", "a seed that peaks"
+
+
+LEAD = Rule("lead", "CONFIRMED when some seed's peak is above 0.5; INCONCLUSIVE otherwise "
+            "(a toy part resting on one seed).", _decide_lead,
+            reachable=("CONFIRMED", "INCONCLUSIVE"))
+
+
+@pytest.fixture
+def two_questions(toy):
+    """The toy claim with a second part, ``lead``, that only the unit of seed
+    :data:`CARRIER` makes CONFIRMED, and one question for each part: leaving that seed
+    out changes the answer of ``lead-q`` and never that of ``gain-q``."""
+    def run(spec, ctx):
+        out = toy.run(spec, ctx)
+        out["peak"] = 1.0 if spec.seed == CARRIER else 0.0
+        return out
+
+    def analyse(results, ctx):
+        a = toy.analyse(results, ctx)
+        lead = LEAD([results[RunSpec("better", s)]["peak"] for s in ctx.seeds])
+        return dataclasses.replace(a, parts=tuple(a.parts) + (lead,))
+
+    qs = (Question("gain-q", "does better beat base?", ("falsifier",), ("gain",)),
+          Question("lead-q", "does some seed peak?", ("falsifier",), ("lead",)))
+    return dataclasses.replace(toy.CLAIM, run=run, analyse=analyse, rules=(toy.RULE, LEAD),
+                               questions=qs, combination=questions.combination(qs))
+
+
+def test_one_left_out_seed_flips_one_question_and_not_the_other(two_questions, tmp_path):
+    res = execute(two_questions, make_context(two_questions, "smoke"),
+                  cache=Cache(tmp_path / "c"), progress=False)
+    assert {a["id"]: a["verdict"] for a in res.answers} == {"gain-q": "CONFIRMED",
+                                                            "lead-q": "CONFIRMED"}
+    st = res.verdict.stability
+    seeds = [str(s) for s in res.ctx.seeds]
+    per_q = st["questions"]
+    assert list(per_q) == ["gain-q", "lead-q"]
+    gain, lead = per_q["gain-q"], per_q["lead-q"]
+    assert (gain["loo_agree"], gain["loo_total"], gain["fragile"]) == (8, 8, False)
+    assert (lead["loo_agree"], lead["loo_total"], lead["fragile"]) == (7, 8, True)
+    assert list(lead["loo"]) == seeds  # in the run's seed order, keyed as the claim's loo
+    assert lead["loo"][str(CARRIER)] == "INCONCLUSIVE"
+    assert all(w == "CONFIRMED" for s, w in lead["loo"].items() if s != str(CARRIER))
+    assert set(gain["loo"].values()) == {"CONFIRMED"}
+    # the claim-level keys are as before: its word (SPLIT without the carrier) disagrees
+    # once, and its own fragile flag reads its own agreement
+    assert st["loo_total"] == 8 and st["loo_agree"] == 7
+    assert st["loo"][str(CARRIER)] == "SPLIT" and st["fragile"] is True
+    # the report: the fragile question is marked, the other is not, and the line says why
+    data = report.to_json(res)
+    json.dumps(data, allow_nan=False)  # small, plain JSON
+    md = report.render_markdown(data)
+    rows = {ln.split("`")[1]: ln for ln in md.splitlines() if ln.startswith("| `")
+            and "-q`:" in ln}
+    assert "**CONFIRMED** (fragile)" in rows["lead-q"]
+    assert "(fragile)" not in rows["gain-q"]
+    assert ("`lead-q`: 7 of 8 subsets give the same answer (without seed 3: "
+            "INCONCLUSIVE), fragile") in md
+    assert "`gain-q`: 8 of 8 subsets give the same answer;" in md
+
+
+def test_a_claim_without_questions_has_its_statement_checked(toy, tmp_path):
+    res = execute(toy.CLAIM, make_context(toy.CLAIM, "smoke"), cache=Cache(tmp_path / "c"),
+                  progress=False)
+    st = res.verdict.stability
+    (qa,) = res.answers
+    assert list(st["questions"]) == [qa["id"]] == ["claim"]
+    q = st["questions"]["claim"]
+    assert (q["loo_agree"], q["loo_total"]) == (st["loo_agree"], st["loo_total"]) == (8, 8)
+    assert q["loo"] == st["loo"] and q["fragile"] is False
+
+
+def test_too_few_seeds_check_no_question(toy, tmp_path):
+    ctx = make_context(toy.CLAIM, "smoke", seeds=[0, 1])
+    res = execute(toy.CLAIM, ctx, cache=Cache(tmp_path / "c"), progress=False)
+    assert res.verdict.stability["questions"] == {}
+
+
+# ----------------------------------------------------------------------- the report
+def _report(toy, tmp_path) -> dict:
+    """A toy report with two decided questions whose parts are not fragile."""
+    res = execute(toy.CLAIM, make_context(toy.CLAIM, "smoke"), cache=Cache(tmp_path / "c"),
+                  progress=False)
+    data = report.to_json(res)
+    (q,) = data["questions"]
+    assert q["verdict"] == "CONFIRMED" and not any(p["fragile"] for p in data["parts"])
+    data["questions"] = [q, {**q, "id": "other"}]
+    return data
+
+
+def _marked(data) -> dict[str, bool]:
+    md = report.render_markdown(data)
+    return {qid: f"`{qid}`:" in md and any(
+        ln.startswith(f"| `{qid}`:") and "(fragile)" in ln for ln in md.splitlines())
+        for qid in ("claim", "other")}
+
+
+def test_a_report_with_a_question_a_seed_overturns_marks_it(toy, tmp_path):
+    data = _report(toy, tmp_path)
+    loo = {str(s): "CONFIRMED" for s in range(8)}
+    data["stability"]["questions"] = {
+        "claim": {"loo_agree": 8, "loo_total": 8, "loo": loo, "fragile": False},
+        "other": {"loo_agree": 7, "loo_total": 8, "loo": {**loo, "5": "REFUTED"},
+                  "fragile": True}}
+    assert _marked(data) == {"claim": False, "other": True}
+    assert report._fragile_questions(data) == {"other"}
+    md = report.render_markdown(data)
+    assert ("Leave-one-seed-out, by question: `claim`: 8 of 8 subsets give the same "
+            "answer; `other`: 7 of 8 subsets give the same answer (without seed 5: "
+            "REFUTED), fragile.") in md
+    # an undecided question is never called fragile, however its subsets went
+    data["questions"][1]["verdict"] = "INCONCLUSIVE"
+    data["verdict"] = "SPLIT"  # the word its questions now give
+    assert _marked(data) == {"claim": False, "other": False}
+    assert report._fragile_questions(data) == set()
+
+
+def test_an_older_report_without_per_question_subsets_renders_as_before(toy, tmp_path):
+    data = _report(toy, tmp_path)
+    data["stability"].pop("questions", None)
+    md = report.render_markdown(data)
+    assert "by question" not in md and _marked(data) == {"claim": False, "other": False}
+    # a fragile part still marks its question, as it did
+    frail = copy.deepcopy(data)
+    frail["parts"][0]["fragile"] = True
+    assert _marked(frail) == {"claim": True, "other": True}
+    # and no stability at all (an exact claim's older report)
+    data["stability"] = None
+    assert "by question" not in report.render_markdown(data)
+
+
+@pytest.mark.parametrize("table", [
+    "questions", ["other"], 7,
+    {"other": "7/8"}, {"other": None}, {"other": [7, 8]},
+    {"other": {"loo_agree": "7", "loo_total": 8}},
+    {"other": {"loo_agree": 7, "loo_total": 8.0}},
+    {"other": {"loo_agree": True, "loo_total": 8}},
+    {"other": {"loo_agree": 9, "loo_total": 8}},
+    {"other": {"loo_agree": -1, "loo_total": 8}},
+    {"other": {"loo_agree": 0, "loo_total": 0}},
+    {"other": {"loo_total": 8}},
+])
+def test_hostile_per_question_subsets_are_ignored(toy, tmp_path, table):
+    data = _report(toy, tmp_path)
+    data["stability"]["questions"] = table
+    md = report.render_markdown(data)
+    assert "by question" not in md and _marked(data) == {"claim": False, "other": False}
+    assert report._fragile_questions(data) == set()
+
+
+def test_hostile_subset_words_are_dropped_not_printed(toy, tmp_path):
+    data = _report(toy, tmp_path)
+    data["stability"]["questions"] = {
+        "other": {"loo_agree": 7, "loo_total": 8, "loo": {"5": ["REFUTED"], "6": 3}},
+        "claim": {"loo_agree": 8, "loo_total": 8, "loo": "everything agrees"}}
+    md = report.render_markdown(data)
+    assert _marked(data) == {"claim": False, "other": True}
+    assert "`other`: 7 of 8 subsets give the same answer, fragile" in md
+    assert "without seed" not in md and "everything agrees" not in md
+    data["stability"] = ["not", "a", "mapping"]
+    assert report._fragile_in(data["parts"], data["questions"], data["stability"]) == set()
