@@ -249,6 +249,21 @@ def _shape_problem(data: Mapping) -> str | None:
                                     and isinstance(premise.get("status"), str)
                                     and isinstance(premise.get("effect", ""), str)):
         return "'premise' must be null or an object with a string 'status'"
+    stab = data.get("stability")
+    if stab is not None:
+        def count(x: Any) -> bool:
+            return isinstance(x, int) and not isinstance(x, bool) and x >= 0
+
+        if not (isinstance(stab, Mapping)
+                and all(count(stab[k]) for k in ("loo_agree", "loo_total") if k in stab)
+                and stab.get("loo_agree", 0) <= stab.get("loo_total", 0)
+                and all(stab.get(k) is None or (is_num(stab[k]) and stab[k] >= 0)
+                        for k in ("flip", "resolution"))
+                and isinstance(stab.get("unit", ""), str)
+                and isinstance(stab.get("flip_part", ""), (str, type(None)))):
+            return ("'stability' must be null or an object with whole-number counts "
+                    "(loo_agree <= loo_total), flip and resolution numbers >= 0 or null, "
+                    "and string unit and flip_part")
     return None
 
 
@@ -1410,7 +1425,9 @@ def _write_index(out_dir: Path, claims: Mapping[str, Claim]) -> Path:
             "distance of the closest decisive test; a decided verdict is fragile when one "
             "seed moved by three test examples or fewer, or one left-out seed, flips it (an "
             "INCONCLUSIVE one is never called fragile: its flip distance says how near a "
-            "test came to deciding; a part held INCONCLUSIVE by its premise has none).", "",
+            "test came to deciding; a part held INCONCLUSIVE by its premise has none). A "
+            "question's word is marked fragile likewise, from its own parts and from its "
+            "own answers with one seed left out.", "",
             _table(["claim", "paper", "falsifier", "premise", "verdict", "reachable",
                     "stability", "locked", "scale", "run"], rows), ""]
     text += _questions_section(out_dir, claims)

@@ -215,3 +215,15 @@ def test_a_huge_claim_id_or_lock_key_is_shortened_in_the_error(tmp_path, monkeyp
     with pytest.raises(claims.AuditError) as err:
         claims.get("y" * 200_000)
     assert len(str(err.value)) < 2000 and "..." in str(err.value)
+
+
+@pytest.mark.parametrize("stability", [
+    [1, 2], "stable", {"loo_agree": "9", "loo_total": 10}, {"loo_agree": 11, "loo_total": 10},
+    {"loo_agree": True, "loo_total": 3}, {"flip": "0.1", "resolution": 0.5},
+    {"flip": 0.1, "resolution": -1.0}, {"flip": 0.1, "unit": ["points"]},
+    {"flip_part": 7}])
+def test_a_malformed_stability_is_one_error_naming_the_file(data, tmp_path, stability):
+    bad = dict(data, stability=stability)
+    (tmp_path / "toy-claim.json").write_text(json.dumps(bad))
+    with pytest.raises(AuditError, match=r"toy-claim\.json is malformed: 'stability'"):
+        report.load(tmp_path, "toy-claim")
