@@ -1,0 +1,63 @@
+"""Intervals in the claims' texts: a zero-width interval (every seed equal) reads
+``stats.NO_SPREAD`` and an undefined one (an end missing, NaN or infinite) reads
+``stats.NO_INTERVAL``, never a point dressed as ``[x, x]`` nor ``[nan, nan]``; an interval
+with width prints exactly as before."""
+import math
+import re
+
+import numpy as np
+import pytest
+
+from audit import stats
+from audit.verdict import Estimate
+
+NUM = r"[-+]?(?:\d+\.?\d*(?:e[-+]?\d+)?|nan|inf)"
+#: "[x, x]": both ends printed the same
+POINT = re.compile(rf"\[\s*({NUM})\s*,\s*\1\s*\]")
+
+
+def _honest(text: str) -> str:
+    assert not POINT.search(text), text
+    assert not re.search(r"\b(nan|inf)\b", text, re.IGNORECASE), text
+    return text
+
+
+def _flat(n=6, value=0.1):
+    """A paired difference whose every pair gives ``value``: a zero-width interval."""
+    base = np.linspace(0.2, 0.7, n)
+    return stats.paired_difference(base + value, base, method="t")
+
+
+def _nan(value=0.1, n=1):
+    """A difference whose interval is undefined (one value: Student t gives NaN ends)."""
+    return stats.PairedDifference(value, math.nan, n, 0.95, math.nan, math.nan, "t", math.nan,
+                                  math.nan)
+
+
+def _spread():
+    return stats.paired_difference([1.0, 2.5, 3.1, 0.2, 1.7, 2.2],
+                                   [0.5, 1.0, 2.0, 0.9, 0.3, 1.1], method="t")
+
+
+# ----------------------------------------------------------------------- the helpers
+@pytest.mark.parametrize("low, high", [(math.nan, math.nan), (math.nan, 1.0),
+                                       (-math.inf, math.inf), (None, None)])
+def test_interval_text_of_an_undefined_interval_is_no_interval(low, high):
+    est = Estimate("x", 0.5, low, high, 0.95 if low is not None else None, 3, "t")
+    assert stats.interval_text(est) == stats.NO_INTERVAL
+    assert stats.ci_text(est, "95% CI [{low:.2f}, {high:.2f}]") == stats.NO_INTERVAL
+    assert stats.ci_text(est, paren=True) == f"({stats.NO_INTERVAL})"
+
+
+def test_ci_text_drops_the_label_with_a_zero_width_interval_and_keeps_a_real_one():
+    flat, spread = _flat(), _spread()
+    assert stats.ci_text(flat, "{conf:.4g}% CI [{low:.2f}, {high:.2f}]", conf=95) == \
+        stats.NO_SPREAD
+    assert stats.ci_text(flat, "[{low:.2f}, {high:.2f}]", paren=True) == \
+        f"({stats.NO_SPREAD})"
+    assert stats.ci_text(spread, "{conf:.4g}% CI [{low:.2f}, {high:.2f}]", conf=95) == \
+        f"95% CI [{spread.low:.2f}, {spread.high:.2f}]"
+    assert stats.interval_text(spread, ".3f") == f"[{spread.low:.3f}, {spread.high:.3f}]"
+    # one value gives no interval, not "no spread"
+    one = stats.MeanEstimate(0.4, 0.4, 0.4, 1, 0.0, 0.95)
+    assert stats.interval_text(one) == stats.NO_INTERVAL
