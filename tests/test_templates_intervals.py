@@ -61,3 +61,29 @@ def test_ci_text_drops_the_label_with_a_zero_width_interval_and_keeps_a_real_one
     # one value gives no interval, not "no spread"
     one = stats.MeanEstimate(0.4, 0.4, 0.4, 1, 0.0, 0.95)
     assert stats.interval_text(one) == stats.NO_INTERVAL
+# ------------------------------------------------------------------------------- LIPS
+def test_lips_measurements_print_no_point_as_an_interval():
+    import audit.papers.lips.dropout_control as L
+
+    const = np.full(6, 0.9)
+    _, reason, _ = L._decide_cosine({"fedbn": const, "lips": const - 0.1}, 0.95)
+    assert stats.NO_SPREAD in _honest(reason)
+    _, reason, _ = L._decide_overfitting({"lips": np.full(6, 3.0)}, {"lips": np.full(6, 4.0)})
+    assert f"lips 3.00 ({stats.NO_SPREAD}) (peak 4.00)" in _honest(reason)
+    _, reason, _ = L._decide_best_round({"lips": np.zeros(6)}, _flat(), _nan())
+    assert stats.NO_SPREAD in _honest(reason) and stats.NO_INTERVAL in reason
+    assert "95% t CI" not in reason  # the label goes with the interval
+
+
+@pytest.mark.parametrize("est", [_flat(), _nan()], ids=["no-spread", "nan"])
+def test_lips_notes_print_no_point_as_an_interval(est):
+    from audit.papers.lips.present import dropout_control as P
+
+    f = dict(short_rounds=3, rounds=10, outcome="INCONCLUSIVE", alpha=0.05, detected="x",
+             a_side=0.025, detected_side="x", mdes="x")
+    texts = [P._note_sensitivity(est, 95.0, **f), P._note_gain(est, where="w", decided="d"),
+             P._note_inertia(est, est, est, f_round=4),
+             P._note_beside(est, est, 97.5, outcome="o", grid_range=1.0, n_c=3)]
+    for text in texts:
+        assert "CI [" not in _honest(text)
+
