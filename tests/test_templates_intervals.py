@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from audit import stats
+from audit.claims import RunSpec
 from audit.verdict import Estimate
 
 NUM = r"[-+]?(?:\d+\.?\d*(?:e[-+]?\d+)?|nan|inf)"
@@ -86,4 +87,31 @@ def test_lips_notes_print_no_point_as_an_interval(est):
              P._note_beside(est, est, 97.5, outcome="o", grid_range=1.0, n_c=3)]
     for text in texts:
         assert "CI [" not in _honest(text)
+
+# ----------------------------------------------------------------------------- FLAYER
+@pytest.mark.parametrize("est", [_flat(), _nan()], ids=["no-spread", "nan"])
+def test_flayer_notes_print_no_point_as_an_interval(est):
+    from audit.papers.flayer.present import masked_zero as P
+
+    class Premise:
+        status = "not reproduced"
+        estimate = Estimate.of("premise", est)  # a NaN interval is dropped: None ends
+
+    texts = [P._note_premise(Premise, est, 95.0), P._note_which_fix(est, est),
+             P._note_metric(est, best="carry-over", literal=0.1, fedavg=0.2)]
+    for text in texts:
+        assert "(95% t)" not in _honest(text) and "% interval)" not in text
+
+
+def test_flayer_sensitivity_text_prints_no_point_as_an_interval():
+    import audit.papers.flayer.masked_zero as F
+
+    seeds = list(range(6))
+    a = np.linspace(0.5, 0.6, 6)
+    b = a - np.array([0.1, 0.3, 0.2, 0.25, 0.15, 0.05])
+    results = {RunSpec("carry-over", s, ""): {"planted_personal_acc": a[i] - 0.1}
+               for i, s in enumerate(seeds)}
+    _, text = F._sensitivity(results, seeds, "", "carry-over", a, b, 0.1, 0.1, 0.05)
+    assert f"measured 0.1000 ({stats.NO_SPREAD}) ->" in _honest(text)
+
 
