@@ -115,3 +115,38 @@ def test_flayer_sensitivity_text_prints_no_point_as_an_interval():
     assert f"measured 0.1000 ({stats.NO_SPREAD}) ->" in _honest(text)
 
 
+# ----------------------------------------------------------------------------- GENE-FL
+def test_genefl_sensitivity_text_prints_no_point_as_an_interval():
+    import audit.papers.genefl.inverted_cosine as G
+
+    top = np.linspace(0.5, 0.7, 8)
+    rng = np.random.default_rng(0)
+    rev = G._reversal(top, top - rng.normal(0.05, 0.02, 8), top - rng.normal(0.1, 0.02, 8),
+                      top - 0.05, 0.05, 0.05, 0.01)
+    assert stats.NO_SPREAD in _honest(rev["sens_txt"]) and "CI [" not in rev["sens_txt"]
+
+
+@pytest.mark.parametrize("ci, n, says", [((-math.inf, math.inf), 1, stats.NO_INTERVAL),
+                                         ((0.5, 0.5), 6, stats.NO_SPREAD)])
+def test_genefl_selection_prints_no_point_and_no_infinite_interval(ci, n, says):
+    import audit.papers.genefl.inverted_cosine as G
+
+    ev = {"rho": 0.9, "n_updates": 5, "j_high": 0.8, "j_low": 0.5, "level": 0.95,
+          "n_seeds": n, "j_stable": 0.5, "j_size": 0.5, "j_stable_ci": ci, "j_size_ci": ci}
+    _, reason, _ = G._selection_decide(ev)
+    assert f"= 0.500 ({says})," in _honest(reason)
+
+
+@pytest.mark.parametrize("est", [_flat(), _nan()], ids=["no-spread", "nan"])
+def test_genefl_notes_print_no_point_as_an_interval(est):
+    from audit.papers.genefl.declarations import inverted_cosine as D
+    from audit.papers.genefl.present import inverted_cosine as P
+
+    ci = P._ci_method(est)
+    assert ci in (stats.NO_SPREAD, stats.NO_INTERVAL)
+    for text in (D.NOTE_PREMISE.format(effect="e", status="s", mean=est.mean, ci=ci),
+                 D.NOTE_OWN_TEST.format(verdict="v", mean=est.mean, ci=ci, tail="."),
+                 D.FAIR_SAID.format(mean=est.mean, ci=ci, verdict="v")):
+        assert "CI [" not in _honest(text)
+
+
