@@ -4,6 +4,8 @@
 with width prints exactly as before."""
 import math
 import re
+import string
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -62,6 +64,50 @@ def test_ci_text_drops_the_label_with_a_zero_width_interval_and_keeps_a_real_one
     # one value gives no interval, not "no spread"
     one = stats.MeanEstimate(0.4, 0.4, 0.4, 1, 0.0, 0.95)
     assert stats.interval_text(one) == stats.NO_INTERVAL
+
+
+# ------------------------------------------- no template prints an interval's ends itself
+DECLARATIONS = sorted((Path(stats.__file__).parent / "papers").glob("*/declarations/*.py"))
+#: what an interval fragment (filled by stats.ci_text) may name beside the ends
+FRAGMENT_FIELDS = {"low", "high", "level", "conf", "method"}
+
+
+def _strings(x):
+    if isinstance(x, str):
+        yield x
+    elif isinstance(x, (tuple, list)):
+        for y in x:
+            yield from _strings(y)
+    elif isinstance(x, dict):
+        for y in x.values():
+            yield from _strings(y)
+
+
+@pytest.mark.parametrize("path", DECLARATIONS, ids=lambda p: f"{p.parent.parent.name}/{p.stem}")
+def test_declared_templates_take_a_rendered_interval(path):
+    """A template reads an interval only through a fragment that stats.ci_text fills (the
+    ends and their label, nothing else), so no sentence formats ``{x.low}``/``{low}``
+    itself and prints ``[x, x]`` or ``[nan, nan]``."""
+    import importlib
+
+    module = importlib.import_module(
+        f"audit.papers.{path.parent.parent.name}.declarations.{path.stem}")
+    bad = []
+    for name, value in vars(module).items():
+        if name.startswith("_"):
+            continue
+        for text in _strings(value):
+            try:
+                fields = {f.split(".")[0].split("[")[0] if not f.endswith((".low", ".high"))
+                          else f for _, f, _, _ in string.Formatter().parse(text) if f}
+            except ValueError:  # not a template
+                continue
+            ends = {f for f in fields if f in ("low", "high") or f.endswith((".low", ".high"))}
+            if ends and (ends - {"low", "high"} or fields - FRAGMENT_FIELDS):
+                bad.append((name, text[:80]))
+    assert not bad, bad
+
+
 # ------------------------------------------------------------------------------- LIPS
 def test_lips_measurements_print_no_point_as_an_interval():
     import audit.papers.lips.dropout_control as L
@@ -87,6 +133,7 @@ def test_lips_notes_print_no_point_as_an_interval(est):
              P._note_beside(est, est, 97.5, outcome="o", grid_range=1.0, n_c=3)]
     for text in texts:
         assert "CI [" not in _honest(text)
+
 
 # ----------------------------------------------------------------------------- FLAYER
 @pytest.mark.parametrize("est", [_flat(), _nan()], ids=["no-spread", "nan"])
@@ -150,3 +197,12 @@ def test_genefl_notes_print_no_point_as_an_interval(est):
         assert "CI [" not in _honest(text)
 
 
+# ------------------------------------------------------------------------------ FedTLU
+def test_fedtlu_assumption_prints_no_point_as_an_interval():
+    import audit.papers.fedtlu.lower_bound as LB
+
+    tw = stats.three_way(np.full(8, LB.ONE_MINUS_DELTA), np.full(8, 0.85), margin=0.0,
+                         equivalence_margin=1e-9, alpha=0.05, sensitive=False)
+    oracle = stats.mean_interval(np.array([0.89, 0.9, 0.91]))
+    part = LB.RULE_ASSUMPTION({"three_way": tw, "oracle": oracle})
+    assert f"mean ratio over seeds = 0.85, {stats.NO_SPREAD} (n = 8" in _honest(part.reason)
