@@ -64,6 +64,8 @@ __all__ = [
     "three_way_codes",
     "flip_distance",
     "interval_text",
+    "ci_text",
+    "no_interval",
 ]
 
 #: Whether :func:`three_way` computes its flip distance (off inside the leave-one-seed-
@@ -233,16 +235,49 @@ class Interval(NamedTuple):
 NO_SPREAD = "no spread, no interval"
 
 
+#: what stands for an interval that is not defined: an end missing, NaN or infinite (one
+#: value, a diverged run), or a zero-width "interval" of one value
+NO_INTERVAL = "no interval"
+
+
+def no_interval(est) -> str:
+    """The text that stands for the interval of ``est`` (an object with ``low``, ``high``
+    and, where known, ``n``) when it has none: :data:`NO_INTERVAL` where an end is missing
+    or not finite, or the width is zero from one value; :data:`NO_SPREAD` where the width
+    is zero from two or more values (or from an unknown number); "" where it is an
+    interval."""
+    low, high = getattr(est, "low", None), getattr(est, "high", None)
+    if low is None or high is None or not (math.isfinite(float(low))
+                                           and math.isfinite(float(high))):
+        return NO_INTERVAL
+    if float(low) == float(high):
+        n = getattr(est, "n", None)
+        return NO_SPREAD if n is None or int(n) >= 2 else NO_INTERVAL
+    return ""
+
+
+def ci_text(est, template: str = "[{low:.4g}, {high:.4g}]", paren: bool = False,
+            **fields) -> str:
+    """``template`` (e.g. ``"95% t CI [{low:.2f}, {high:.2f}]"``) filled with the ends of
+    the interval of ``est`` and ``fields`` where it has one; otherwise only the text of
+    :func:`no_interval`, in parentheses when ``paren`` (a slot right after a number), so no
+    label names an interval that was not computed and a point never reads as one."""
+    none = no_interval(est)
+    if none:
+        return f"({none})" if paren else none
+    return template.format(low=float(est.low), high=float(est.high), **fields)
+
+
 def interval_text(est, fmt: str = ".4g", method: bool = False) -> str:
     """``[low, high]`` of an estimate (an object with ``low``, ``high``, ``n`` and, when
     ``method``, ``method``: the estimates of this module), with `` (method)`` when
     ``method``; :data:`NO_SPREAD` where two or more equal values gave a zero-width
     interval, which no method computed (a point is not an interval, and the rules never
-    decide from one)."""
-    low, high = float(est.low), float(est.high)
-    if low == high and int(est.n) >= 2:
-        return NO_SPREAD
-    text = f"[{low:{fmt}}, {high:{fmt}}]"
+    decide from one), :data:`NO_INTERVAL` where an end is missing or not finite."""
+    none = no_interval(est)
+    if none:
+        return none
+    text = f"[{float(est.low):{fmt}}, {float(est.high):{fmt}}]"
     return f"{text} ({est.method})" if method else text
 
 

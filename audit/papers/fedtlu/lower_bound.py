@@ -12,6 +12,7 @@ the decisions that are not kit kinds, the premise, and the evidence every part r
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import numpy as np
 
@@ -90,9 +91,11 @@ def _decide_vacuous(ex):
 def _decide_assumption(ev):
     tw, orc = ev["three_way"], ev["oracle"]
     d = tw.difference
+    # the ratio's interval: 1 - delta minus the difference's, ends swapped
+    ratio = replace(d, low=ONE_MINUS_DELTA - d.high, high=ONE_MINUS_DELTA - d.low)
     txt = D.ASSUMPTION_INTERVAL.format(
-        mean=ONE_MINUS_DELTA - d.mean, level=100 * (1 - tw.alpha),
-        low=ONE_MINUS_DELTA - d.high, high=ONE_MINUS_DELTA - d.low, n=d.n, alpha=tw.alpha)
+        mean=ONE_MINUS_DELTA - d.mean, n=d.n, alpha=tw.alpha,
+        ci=stats.ci_text(ratio, D.ASSUMPTION_CI, level=100 * (1 - tw.alpha)))
     side = (D.ASSUMPTION_ORACLE.format(oracle=orc.mean)
             + (D.ASSUMPTION_ORACLE_LOW if orc.mean < ONE_MINUS_DELTA else ")"))
     out = on_reviewer(tw.outcome, holds_when="SUPPORTED")

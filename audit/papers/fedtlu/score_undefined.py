@@ -12,7 +12,7 @@ import math
 import numpy as np
 
 from audit.claims import Analysis, AuditError, Claim, Figure, RunContext, RunSpec, Table
-from audit import questions
+from audit import questions, stats
 from audit.papers.fedtlu.declarations import score_undefined as D
 from audit.papers.fedtlu.declarations.score_undefined import (  # noqa: F401 (tests)
     BASE, CHANCE_BAND, CLAIM_ID, DEPENDS_TOL, PLANT_ALPHA, PLANTED, SCALES,
@@ -163,8 +163,9 @@ def _planted_decide(ev):
         ci = binomtest(k, n, 0.5).proportion_ci(1 - 2 * side, method="exact")
         p_more = binomtest(k, n, 0.5, alternative="greater").pvalue
         p_less = binomtest(k, n, 0.5, alternative="less").pvalue
-        rows.append(D.PLANTED_ROW.format(family=r["family"], k=k, n=n,
-                                         level=100 * (1 - 2 * side), low=ci.low, high=ci.high))
+        # an exact binomial interval: it has width whenever n >= 1
+        rows.append(D.PLANTED_ROW.format(family=r["family"], k=k, n=n, ci=stats.ci_text(
+            ci, D.PLANTED_CI, level=100 * (1 - 2 * side))))
         if p_less < side:
             wrong.append(r["family"])
         elif p_more < side:

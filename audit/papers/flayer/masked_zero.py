@@ -253,7 +253,7 @@ def _sensitivity(results, seeds, setting, arm, a, b, margin, equiv, alpha):
     mde_txt = ("none: the rule cannot decide at this n" if per_sd is None else
                f"{mde:.4f}")
     return ok, (f"planted drop {margin:g} in {arm}: measured {d.mean:.4f} "
-                f"[{d.low:.4f}, {d.high:.4f}] -> "
+                f"{stats.ci_text(d, '[{low:.4f}, {high:.4f}]', paren=True)} -> "
                 f"{'detected' if tp.outcome == 'SUPPORTED' else 'NOT detected'} above "
                 f"{margin / 2:g}; minimum detectable gap of the A - B differences at n = "
                 f"{len(seeds)}, alpha {alpha:.3g}, power 0.8, by the rule itself: {mde_txt} "
@@ -374,8 +374,9 @@ def evidence(results: Mapping[RunSpec, Mapping], ctx: RunContext) -> dict[str, A
         sweep_rows.append((label, model, cpr, len(sds), L, round(float(zf.mean()), 4),
                            round(float(nr.mean()), 3), round(float(p["literal"].mean()), 4),
                            b, round(float(p[b].mean()), 4), round(d.mean, 4),
-                           f"[{d.low:.4f}, {d.high:.4f}]", f"{alpha / kk:.4g}", o.value))
-        sweep_txt.append(f"{label}: gap {d.mean:.3f} [{d.low:.3f}, {d.high:.3f}] -> {o.value}")
+                           stats.interval_text(d, ".4f"), f"{alpha / kk:.4g}", o.value))
+        sweep_txt.append(f"{label}: gap {d.mean:.3f} "
+                         f"{stats.ci_text(d, '[{low:.3f}, {high:.3f}]', paren=True)} -> {o.value}")
         if st:
             sweep_gaps.append((st, b, p[b], p["literal"]))
     closest, closest_why = closest_to_paper([(r[0], r[1], r[2], r[4]) for r in sweep_rows])

@@ -143,8 +143,9 @@ def _selection_decide(ev):
     hi, lo = ev["j_high"], ev["j_low"]
     (s_lo, s_hi), (z_lo, _) = ev["j_stable_ci"], ev["j_size_ci"]
     level = f"{100 * ev['level']:.4g}% t interval over {ev['n_seeds']} seeds"
+    s_ci = stats.ci_text(stats.Interval(s_lo, s_hi), "[{low:.3f}, {high:.3f}]", paren=True)
     txt = (f"over {ev['n_updates']} client updates: Jaccard(top-gamma by xi, gamma most "
-           f"stable) = {js:.3f} [{s_lo:.3f}, {s_hi:.3f}], Jaccard(top-gamma by xi, gamma "
+           f"stable) = {js:.3f} {s_ci}, Jaccard(top-gamma by xi, gamma "
            f"smallest) = {jz:.3f} ({level}), Spearman(xi, 1/dim) = {rho:.3f}")
     if s_lo >= hi:
         size = (f", which in this model are also the smallest (Jaccard {jz:.3f}): stability "
@@ -276,8 +277,8 @@ def _reversal(top, bottom, nogene, planted, d, alpha, resolution, cell=False) ->
     seen = ("detected" if cell else "detected (sensitive)") if sensitive else "NOT detected"
     short = D.SENSITIVITY_SHORT.format(mean=s.mean) if s.mean < d / 2 else ""
     sens_txt = (D.SENSITIVITY_CELL if cell else D.SENSITIVITY).format(
-        d=d, mean=s.mean, level=100 * (1 - alpha), low=s.low, high=s.high, seen=seen,
-        short=short)
+        d=d, mean=s.mean, ci=stats.ci_text(s, D.SENSITIVITY_CI, level=100 * (1 - alpha)),
+        seen=seen, short=short)
     part = premise_gate(RULE_ACCURACY(
         {"three_way": tw, "sens_txt": sens_txt, "resolution": resolution},
         params={"rule": stats.three_way_text(0.0, d, alpha, len(top))}), premise)

@@ -239,8 +239,9 @@ def _decide_cosine(cos: Mapping[str, np.ndarray], inertia_level: float):
         if arm == "fedbn":
             parts.append(D.COSINE_FEDBN.format(c.mean()))
             continue
+        d = _paired(cos["fedbn"], c)
         parts.append(D.COSINE_ARM.format(
-            arm=arm, mean=c.mean(), d=_paired(cos["fedbn"], c), level=inertia_level,
+            arm=arm, mean=c.mean(), d=d, d_ci=stats.ci_text(d, D.CI_T_3), level=inertia_level,
             below="below" if c.mean() < inertia_level else "not below"))
     return Outcome.INCONCLUSIVE, D.COSINE_REASON.format("; ".join(parts)), D.COSINE_NEEDS
 
@@ -248,8 +249,11 @@ def _decide_cosine(cos: Mapping[str, np.ndarray], inertia_level: float):
 def _decide_overfitting(gap: Mapping[str, np.ndarray], peak: Mapping[str, np.ndarray]):
     """A measurement: each arm's train-minus-test accuracy gap at its last round (mean
     over seeds, 95% t CI) and the largest gap of its curve (mean over seeds)."""
-    bits = [D.OVERFIT_ARM.format(arm=arm, m=stats.mean_interval(g),
-                                 peak=float(np.mean(peak[arm]))) for arm, g in gap.items()]
+    bits = []
+    for arm, g in gap.items():
+        m = stats.mean_interval(g)
+        bits.append(D.OVERFIT_ARM.format(arm=arm, m=m, peak=float(np.mean(peak[arm])),
+                                         m_ci=stats.ci_text(m, D.ENDS_2, paren=True)))
     return Outcome.INCONCLUSIVE, D.OVERFIT_REASON.format("; ".join(bits)), D.OVERFIT_NEEDS
 
 
@@ -259,7 +263,8 @@ def _decide_best_round(best_minus_last: Mapping[str, np.ndarray], at_last, at_be
     bits = "; ".join(f"{arm} {float(np.mean(v)):.2f}" for arm, v in best_minus_last.items())
     flips = np.sign(at_last.mean) != np.sign(at_best.mean)
     return (Outcome.INCONCLUSIVE, D.BEST_ROUND_REASON.format(
-        bits=bits, last=at_last, best=at_best,
+        bits=bits, last=at_last, best=at_best, last_ci=stats.ci_text(at_last, D.CI_T_2),
+        best_ci=stats.ci_text(at_best, D.ENDS_2),
         changes="CHANGES" if flips else "does not change"), D.NO_THRESHOLD)
 
 

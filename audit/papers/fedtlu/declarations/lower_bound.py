@@ -233,8 +233,10 @@ VACUOUS_CONFIRMED = (
     "reviewer's own test both do (D_full = {d_full:g}, D_S = {d_subset:g})")
 VACUOUS_REFUTED = ("a bound was non-negative for some eta*L > 2 cell, or no step raised the "
                    "loss in the reviewer's test")
-ASSUMPTION_INTERVAL = ("mean ratio over seeds = {mean:.4g}, {level:.4g}% interval of the rule "
-                       "[{low:.4g}, {high:.4g}] (n = {n}, alpha = {alpha:.4g})")
+ASSUMPTION_INTERVAL = "mean ratio over seeds = {mean:.4g}, {ci} (n = {n}, alpha = {alpha:.4g})"
+#: ASSUMPTION_INTERVAL's {ci}, filled by audit.stats.ci_text (a zero-width or undefined
+#: interval prints its no-interval text instead, never "[x, x]" or "nan")
+ASSUMPTION_CI = "{level:.4g}% interval of the rule [{low:.4g}, {high:.4g}]"
 ASSUMPTION_ORACLE = " (the best choice of the same number of blocks would hold {oracle:.4g}"
 ASSUMPTION_ORACLE_LOW = ", so the update portion alone already rules (b) out at this delta)"
 ASSUMPTION_REASONS = {"CONFIRMED": "{txt} lies below 0.95: Assumption (b) fails{side}",

@@ -151,7 +151,10 @@ INVARIANT_REASON = (
     "relative gap to sqrt(1 + mean^2/var) {i:.2e}")
 INVARIANT_DEPENDS = " (the score depends on the scale)"
 INVARIANT_NEEDS = "a look at the float64 error of np.std"
-PLANTED_ROW = "{family}: useful block picked {k} of {n} ({level:.4g}% CI {low:.2f}-{high:.2f})"
+PLANTED_ROW = "{family}: useful block picked {k} of {n} ({ci})"
+#: PLANTED_ROW's {ci}, filled by audit.stats.ci_text (an undefined interval prints its
+#: no-interval text instead, never "nan-nan")
+PLANTED_CI = "{level:.4g}% CI {low:.2f}-{high:.2f}"
 PLANTED_CHANCE = "a coin flip where {families}"
 PLANTED_WRONG = "the noise block picked more often than the useful one where {families}"
 PLANTED_CONFIRMED = ("{txt}: the score does not pick by usefulness ({why}); it follows which "

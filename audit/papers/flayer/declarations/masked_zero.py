@@ -285,18 +285,22 @@ ACCURACY_FIGURES = (("personal_acc", "Personalised accuracy per round"),
 BAND = "mean over seeds; band = min..max over seeds"
 
 # ------------------------------------------------------------------------------- notes
+#: The intervals the notes below print, filled by audit.stats.ci_text: a zero-width or
+#: undefined interval prints its no-interval text in parentheses in their place, never
+#: "[x, x]" or "nan"
+CI_RULE = "[{low:+.3f}, {high:+.3f}] (the rule's {level:.4g}% interval)"
+CI_T = "[{low:+.3f}, {high:+.3f}] (95% t)"
+ENDS = "[{low:+.3f}, {high:+.3f}]"
 NOTE_PREMISE = (
-    "Premise ({status}): {arm} - fedavg, personalised accuracy, {est.value:+.3f} "
-    "[{est.low:+.3f}, {est.high:+.3f}] (the rule's {level:.4g}% interval). Does the printed "
-    "rule train at all: literal - fedavg {dl.mean:+.3f} [{dl.low:+.3f}, {dl.high:+.3f}] (95% "
-    "t). The premise arm is fixed in code ({arm}, the release's server rule), not picked on "
-    "these seeds; the collapse part is gated by the premise (premise_gate): unless FLAYER "
+    "Premise ({status}): {arm} - fedavg, personalised accuracy, {est.value:+.3f} {est_ci}. "
+    "Does the printed rule train at all: literal - fedavg {dl.mean:+.3f} {dl_ci}. The "
+    "premise arm is fixed in code ({arm}, the release's server rule), not picked on these "
+    "seeds; the collapse part is gated by the premise (premise_gate): unless FLAYER "
     "with a working server is shown to beat FedAvg here, whether the printed rule could "
     "give the reported accuracy cannot be read from this setting.")
 NOTE_WHICH_FIX = (
     "Which fix matters (personalised accuracy, paired, 95% t): carry-over - literal "
-    "{dc.mean:+.3f} [{dc.low:+.3f}, {dc.high:+.3f}]; selector-mean - literal {ds.mean:+.3f} "
-    "[{ds.low:+.3f}, {ds.high:+.3f}]. {which}")
+    "{dc.mean:+.3f} {dc_ci}; selector-mean - literal {ds.mean:+.3f} {ds_ci}. {which}")
 WHICH_SEPARATED = ("At this scale, filling in the exact zeros alone (carry-over) does not "
                    "close the gap; undoing the shrinkage of partly selected coordinates as "
                    "well (selector-mean) does.")
@@ -305,7 +309,7 @@ NOTE_METRIC = (
     "Metric: the reviewer says the accuracy the paper reports (Table 2; 60.68% on "
     "CIFAR-100) could not come from the printed rule; that number is personalised "
     "accuracy, so the collapse part decides on it. On the global model the gap is larger "
-    "({best} - literal {dg.mean:+.3f} [{dg.low:+.3f}, {dg.high:+.3f}]; literal "
+    "({best} - literal {dg.mean:+.3f} {dg_ci}; literal "
     "{literal:.3f}, fedavg {fedavg:.3f}): that reading pushes towards CONFIRMED and is "
     "reported as the measurement part 'collapse-global', outside the verdict. The "
     "personalised model mixes each client's own head back in (Eq. 2), which can hide a "

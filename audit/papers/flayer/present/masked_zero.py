@@ -156,6 +156,28 @@ def _convergence(results, seeds, arms, resolution) -> dict:
     return out
 
 
+def _note_premise(premise, dl, level: float) -> str:
+    """NOTE_PREMISE: the premise's estimate with the rule's ``level`` % interval, and
+    literal - fedavg ``dl`` with its 95% t interval."""
+    est = premise.estimate
+    return D.NOTE_PREMISE.format(status=premise.status, arm=PREMISE_ARM, est=est, dl=dl,
+                                 est_ci=stats.ci_text(est, D.CI_RULE, paren=True, level=level),
+                                 dl_ci=stats.ci_text(dl, D.CI_T, paren=True))
+
+
+def _note_which_fix(dc, ds) -> str:
+    """NOTE_WHICH_FIX: carry-over and selector-mean minus literal, each with its interval."""
+    return D.NOTE_WHICH_FIX.format(
+        dc=dc, ds=ds, dc_ci=stats.ci_text(dc, D.ENDS, paren=True),
+        ds_ci=stats.ci_text(ds, D.ENDS, paren=True),
+        which=D.WHICH_SEPARATED if dc.high < ds.low else D.WHICH_NOT_SEPARATED)
+
+
+def _note_metric(dg, **fields) -> str:
+    """NOTE_METRIC: the best corrected arm minus literal on the global model, ``dg``."""
+    return D.NOTE_METRIC.format(dg=dg, dg_ci=stats.ci_text(dg, D.ENDS, paren=True), **fields)
+
+
 def analysis(ev: Mapping[str, Any], results: Mapping[RunSpec, Mapping],
              ctx: RunContext) -> Analysis:
     """The claim's :class:`Analysis` from its evidence ``ev`` (keys: :data:`EVIDENCE`) and
@@ -196,12 +218,10 @@ def analysis(ev: Mapping[str, Any], results: Mapping[RunSpec, Mapping],
         (pers["carry-over"], pers["literal"]), (pers["selector-mean"], pers["literal"]),
         (glob[best], glob["literal"]), (pers["literal"], pers["fedavg"])))
     notes = (
-        D.NOTE_PREMISE.format(status=premise.status, arm=PREMISE_ARM, est=premise.estimate,
-                              level=100 * (1 - alpha), dl=dl),
-        D.NOTE_WHICH_FIX.format(dc=dc, ds=ds, which=D.WHICH_SEPARATED if dc.high < ds.low
-                                else D.WHICH_NOT_SEPARATED),
-        D.NOTE_METRIC.format(best=best, dg=dg, literal=glob["literal"].mean(),
-                             fedavg=glob["fedavg"].mean()),
+        _note_premise(premise, dl, 100 * (1 - alpha)),
+        _note_which_fix(dc, ds),
+        _note_metric(dg, best=best, literal=glob["literal"].mean(),
+                     fedavg=glob["fedavg"].mean()),
         D.NOTE_AS_RELEASED.format(pos=pos, best=best, x20=x20_txt),
         D.NOTE_ALPHA.format(frac=frac, alpha=alpha, k=k, alpha_k=alpha_k),
         D.NOTE_MARGIN.format(margin=margin, equiv=equiv),

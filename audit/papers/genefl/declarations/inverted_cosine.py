@@ -183,7 +183,10 @@ RULE_GAMMA_SWEEP = (
 #: the assay sensitivity in the accuracy parts' reasons (base setting; a sweep cell)
 SENSITIVITY = (" Assay sensitivity at d = {d}: top-gamma minus its planted copy (round(d "
                "x n) of each client's n test predictions made wrong) = {mean:.4f}, "
-               "{level:g}% CI [{low:.4f}, {high:.4f}] -> {seen}.{short}")
+               "{ci} -> {seen}.{short}")
+#: SENSITIVITY's {ci}, filled by audit.stats.ci_text (a zero-width or undefined interval
+#: prints its no-interval text instead, never "[x, x]" or "nan")
+SENSITIVITY_CI = "{level:g}% CI [{low:.4f}, {high:.4f}]"
 #: SENSITIVITY's {short}, where the realised handicap is under half of d (clients with
 #: fewer than about 1/d test examples get a rounded share of 0 or 1 example)
 SENSITIVITY_SHORT = (" The realised handicap is {mean:.4f}, not d: clients hold few test "
@@ -233,14 +236,16 @@ CAVEATS = {"gamma-sweep": "gamma only: the clustering's SVD dimension, which the
 
 # ------------------------------------------------------------------------------- notes
 NOTE_PREMISE = (
-    "Premise: {effect}: {status} (top minus no gene {mean:.4f}, {level:.4g}% CI [{low:.4f}, "
-    "{high:.4f}], {method}). "
+    "Premise: {effect}: {status} (top minus no gene {mean:.4f}, {ci}). "
     "The accuracy part explains where that gain comes from, so it is gated by it; "
     "`direction` and `selection` are about the score and are not gated.")
 NOTE_OWN_TEST = (
     "The reviewer's own test (top- vs bottom-gamma) enters the verdict both ways; here it "
-    "says {verdict} (top minus bottom {mean:.4f}, {level:.4g}% CI [{low:.4f}, {high:.4f}], "
-    "{method}){tail}")
+    "says {verdict} (top minus bottom {mean:.4f}, {ci}){tail}")
+#: the interval in NOTE_PREMISE, NOTE_OWN_TEST and FAIR_SAID, filled by
+#: audit.stats.ci_text: a zero-width or undefined interval prints its no-interval text
+#: (the method made no interval then), never "[x, x]" or "nan"
+CI_METHOD = "{level:.4g}% CI [{low:.4f}, {high:.4f}], {method}"
 #: NOTE_OWN_TEST's tail where the test goes against the reviewer
 NOTE_OWN_TEST_AGAINST = (
     ": the consequence the reviewer draws goes AGAINST the reviewer, while the derivation "
@@ -343,8 +348,7 @@ FAIR_BYTES_VACUOUS = (
 FAIR_BYTES = ("against a bottom gene of about the same size ({ratio:.2f} x top-gamma's "
               "parameters, {differ} of {n} seeds differ) {said}")
 #: how one fair control came out, in FINDING_FAIR (compared / not compared)
-FAIR_SAID = ("top-gamma scores {mean:+.4f} against it ({level:.4g}% CI [{low:.4f}, {high:.4f}], "
-             "{method}): {verdict}")
+FAIR_SAID = "top-gamma scores {mean:+.4f} against it ({ci}): {verdict}"
 FAIR_NOT_SAID = "cannot be compared"
 FINDING_SWEEP = ("Across gene sizes, top minus bottom (agnostic accuracy, paired by seed): "
                  "{rows}; the gamma-sweep question says {verdict}.")

@@ -27,6 +27,12 @@ EVIDENCE = (
     "sweep_diffs", "sweep_part", "settings", "bottom_match")
 
 
+def _ci_method(diff) -> str:
+    """``diff``'s interval with its level and method (CI_METHOD); where it has none (a
+    zero-width or undefined one), the no-interval text alone."""
+    return stats.ci_text(diff, D.CI_METHOD, level=100 * diff.level, method=diff.method)
+
+
 def analysis(ev: Mapping[str, Any], results: Mapping[RunSpec, Mapping],
              ctx: RunContext) -> Analysis:
     """The claim's :class:`Analysis` from its evidence ``ev`` (keys: :data:`EVIDENCE`) and
@@ -164,10 +170,9 @@ def analysis(ev: Mapping[str, Any], results: Mapping[RunSpec, Mapping],
     nb = int((~mb["same"]).sum())
     notes = (
         D.NOTE_PREMISE.format(effect=premise.effect, status=premise.status, mean=pd.mean,
-                              low=pd.low, high=pd.high, level=100 * pd.level,
-                              method=pd.method),
-        D.NOTE_OWN_TEST.format(verdict=parts[2].verdict.value, mean=td.mean, low=td.low,
-                               high=td.high, level=100 * td.level, method=td.method, tail=D.NOTE_OWN_TEST_AGAINST
+                              ci=_ci_method(pd)),
+        D.NOTE_OWN_TEST.format(verdict=parts[2].verdict.value, mean=td.mean,
+                               ci=_ci_method(td), tail=D.NOTE_OWN_TEST_AGAINST
                                if parts[2].verdict == Outcome.REFUTED else "."),
         D.NOTE_DIRECTION,
         D.NOTE_SIZE.format(rho=rho.mean(), smaller=1 - by_size["perturbed smaller"][1]),
@@ -189,9 +194,7 @@ def analysis(ev: Mapping[str, Any], results: Mapping[RunSpec, Mapping],
         if arm not in fair_tw:
             return D.FAIR_NOT_SAID
         t_ = fair_tw[arm].difference
-        return D.FAIR_SAID.format(mean=t_.mean, low=t_.low, high=t_.high,
-                                  level=100 * t_.level, method=t_.method,
-                                  verdict=p.verdict.value)
+        return D.FAIR_SAID.format(mean=t_.mean, ci=_ci_method(t_), verdict=p.verdict.value)
 
     fb, fc = fair
     bytes_txt = (D.FAIR_BYTES_VACUOUS.format(params=np.mean(

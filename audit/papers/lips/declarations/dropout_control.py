@@ -283,22 +283,29 @@ SELECTION_FOREGONE = (
     "the grid cannot show it: its candidates differ by {grid_range:.3g} points per run on "
     "average, under d = {margin:g}, so an optimism below d is foregone; ")
 SELECTION_NEEDS = "a tuning grid whose candidates differ by at least d per run"
+#: The intervals the texts below print, filled by audit.stats.ci_text: a zero-width or
+#: undefined interval prints its no-interval text in their place, never "[x, x]" or "nan"
+CI_T_2 = "95% t CI [{low:.2f}, {high:.2f}]"
+CI_T_3 = "95% t CI [{low:.3f}, {high:.3f}]"
+CI_95_2 = "95% CI [{low:.2f}, {high:.2f}]"
+CI_95_3 = "95% CI [{low:.3f}, {high:.3f}]"
+CI_CONF_2 = "{conf:.4g}% CI [{low:.2f}, {high:.2f}]"
+ENDS_2 = "[{low:.2f}, {high:.2f}]"
 COSINE_FEDBN = "fedbn {:.3f}"
-COSINE_ARM = ("{arm} {mean:.3f} (FedBN minus it {d.mean:.3f}, 95% t CI [{d.low:.3f}, "
-              "{d.high:.3f}]; {below} {level:g})")
+COSINE_ARM = "{arm} {mean:.3f} (FedBN minus it {d.mean:.3f}, {d_ci}; {below} {level:g})"
 COSINE_REASON = ("measured, not decided: mean middle-layer cosine to the round-2 weights at "
                  "the last round: {}.")
 COSINE_NEEDS = "a cosine criterion that the intervention does not meet by construction"
-OVERFIT_ARM = "{arm} {m.mean:.2f} [{m.low:.2f}, {m.high:.2f}] (peak {peak:.2f})"
+OVERFIT_ARM = "{arm} {m.mean:.2f} {m_ci} (peak {peak:.2f})"
 OVERFIT_REASON = ("measured, not decided: train minus test accuracy at the last round, "
                   "points, mean [95% t CI] (largest gap over the curve): {}.")
 OVERFIT_NEEDS = ("a threshold for 'overfits' fixed independently of the results (none "
                  "exists here); whether LIPS narrows the gap is question gap-not-narrowed")
 BEST_ROUND_REASON = (
     "measured, not decided: best-round minus last-round test accuracy, mean over seeds "
-    "(points): {bits}. LIPS - FedBN at the last round {last.mean:+.2f} (95% t CI "
-    "[{last.low:.2f}, {last.high:.2f}]), at each run's best round {best.mean:+.2f} "
-    "([{best.low:.2f}, {best.high:.2f}]): the sign {changes} between the readings.")
+    "(points): {bits}. LIPS - FedBN at the last round {last.mean:+.2f} ({last_ci}), at "
+    "each run's best round {best.mean:+.2f} ({best_ci}): the sign {changes} between the "
+    "readings.")
 BOTH_BIT = "{c}: accuracy {a} ({a_reason}); cosine {k} ({k_reason})"
 
 # ------------------------------------------------------------------------ premise
@@ -387,7 +394,7 @@ NOTE_SENSITIVITY = (
     "Assay sensitivity at the margin's scale: planted handicap: FedBN stopped at "
     "{short_rounds} of {rounds} rounds, its size chosen on tuning seeds to give a gap of "
     "about d (see 'How the settings were chosen'). On the verdict seeds FedBN minus that "
-    "arm is {sd.mean:.2f} points ({conf:.4g}% CI [{sd.low:.2f}, {sd.high:.2f}], three-way "
+    "arm is {sd.mean:.2f} points ({sd_ci}, three-way "
     "{outcome} at the family's alpha {alpha:.4g}: {detected}; at the random-mask part's "
     "alpha {a_side:.4g}: {detected_side}). An equivalence counts only where it is "
     "detected. Caveat: the handicap is the same FedBN run cut short (its pairs share the "
@@ -396,8 +403,8 @@ NOTE_SENSITIVITY = (
     "(power 0.8, where inconclusive) are: {mdes} points.")
 DETECTED = {True: "detected", False: "not detected"}
 NO_MDES = "none (all decided)"
-NOTE_GAIN = ("LIPS minus FedBN: {g.mean:.2f} points, 95% t CI [{g.low:.2f}, {g.high:.2f}] "
-             "(paper: +4.76 on CIFAR-100). {where}. Parts: {decided}.")
+NOTE_GAIN = ("LIPS minus FedBN: {g.mean:.2f} points, {g_ci} (paper: +4.76 on CIFAR-100). "
+             "{where}. Parts: {decided}.")
 #: Where LIPS's gain over FedBN lies: its 95% t CI above 0, below 0, or around 0.
 GAIN_WHERE = {
     "above": "LIPS beats FedBN here, so the comparisons speak to a real gain",
@@ -417,17 +424,16 @@ NOTE_TUNING = (
     "per-run peek at the test split would.")
 NOTE_INERTIA = (
     "Inertia: FedBN's middle layers end at a mean cosine of {c.mean:.3f} to their round-2 "
-    "weights (95% CI [{c.low:.3f}, {c.high:.3f}]; the paper reports above 0.95). Freezing "
-    "them after round {f_round} changes accuracy by {f.mean:.2f} points (95% CI "
-    "[{f.low:.2f}, {f.high:.2f}]; the paper: under one point lost after round 50 of 300). "
-    "Random masks minus sensitivity masks: {r.mean:.2f} points (95% CI [{r.low:.2f}, "
-    "{r.high:.2f}]; the paper's Table 4: +2.30).")
+    "weights ({c_ci}; the paper reports above 0.95). Freezing them after round {f_round} "
+    "changes accuracy by {f.mean:.2f} points ({f_ci}; the paper: under one point lost "
+    "after round 50 of 300). Random masks minus sensitivity masks: {r.mean:.2f} points "
+    "({r_ci}; the paper's Table 4: +2.30).")
 NOTE_BESIDE = (
     "Beside the verdict. Random masks (review comment on Table 4): LIPS minus LIPS-random "
-    "{r.mean:.2f} points ({conf:.4g}% CI [{r.low:.2f}, {r.high:.2f}]; three-way: "
+    "{r.mean:.2f} points ({r_ci}; three-way: "
     "{outcome}). Selection optimism (review comment on tau0 and k picked on test; a "
     "measurement): choosing LIPS's candidate on test instead of validation in each run "
-    "adds {opt.mean:.2f} points (95% t CI [{opt.low:.2f}, {opt.high:.2f}]); it is at least "
+    "adds {opt.mean:.2f} points ({opt_ci}); it is at least "
     "0 by construction, so it is reported, not tested against 0; the candidates differ by "
     "{grid_range:.2f} points per run on average, which bounds what any choice could add. "
     "What this shows: how much picking among our {n_c} candidates on the test splits "

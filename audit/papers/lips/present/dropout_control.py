@@ -48,6 +48,32 @@ def _cmp_row(name: str, tw) -> tuple:
             "" if tw.seeds_needed is None else tw.seeds_needed)
 
 
+def _note_sensitivity(sd, conf: float, **fields) -> str:
+    """NOTE_SENSITIVITY: FedBN minus its cut-short copy ``sd`` with its ``conf`` % interval."""
+    return D.NOTE_SENSITIVITY.format(sd=sd, sd_ci=stats.ci_text(sd, D.CI_CONF_2, conf=conf),
+                                     **fields)
+
+
+def _note_gain(g, **fields) -> str:
+    """NOTE_GAIN: LIPS minus FedBN ``g`` with its 95% t interval."""
+    return D.NOTE_GAIN.format(g=g, g_ci=stats.ci_text(g, D.CI_T_2), **fields)
+
+
+def _note_inertia(c, f, r, **fields) -> str:
+    """NOTE_INERTIA: FedBN's final middle cosine ``c``, freezing ``f`` and random masks
+    ``r``, each with its 95% interval."""
+    return D.NOTE_INERTIA.format(c=c, f=f, r=r, c_ci=stats.ci_text(c, D.CI_95_3),
+                                 f_ci=stats.ci_text(f, D.CI_95_2),
+                                 r_ci=stats.ci_text(r, D.CI_95_2), **fields)
+
+
+def _note_beside(r, opt, conf: float, **fields) -> str:
+    """NOTE_BESIDE: LIPS minus LIPS-random ``r`` (``conf`` % interval) and the selection
+    optimism ``opt`` (95% t interval)."""
+    return D.NOTE_BESIDE.format(r=r, opt=opt, r_ci=stats.ci_text(r, D.CI_CONF_2, conf=conf),
+                                opt_ci=stats.ci_text(opt, D.CI_T_2), **fields)
+
+
 def _arm_tables(sel, acc, cos_final, ctx: RunContext) -> tuple[Table, Table, Table]:
     """The arms at their chosen candidates, the tuning grid, and the per-layer cosines."""
     cfg = ctx.config
@@ -215,21 +241,18 @@ def analysis(ev: Mapping[str, Any], results: Mapping[RunSpec, Mapping],
         D.NOTE_SETTING.format(n_clients=cfg["n_clients"], n_train=cfg["n_train"],
                               alpha=cfg["alpha"], rounds=R, n_test=cfg["n_test"],
                               n_test_seed=n_test, resolution=resolution),
-        D.NOTE_SENSITIVITY.format(short_rounds=short_rounds, rounds=R, sd=tw_sens.difference,
-                                  conf=conf(alpha), outcome=tw_sens.outcome, alpha=alpha,
-                                  detected=D.DETECTED[sensitive], a_side=a_side,
-                                  detected_side=D.DETECTED[sens_side],
-                                  mdes=mdes or D.NO_MDES),
-        D.NOTE_GAIN.format(g=at_last, where=D.GAIN_WHERE[where], decided="; ".join(
+        _note_sensitivity(tw_sens.difference, conf(alpha), short_rounds=short_rounds,
+                          rounds=R, outcome=tw_sens.outcome, alpha=alpha,
+                          detected=D.DETECTED[sensitive], a_side=a_side,
+                          detected_side=D.DETECTED[sens_side], mdes=mdes or D.NO_MDES),
+        _note_gain(at_last, where=D.GAIN_WHERE[where], decided="; ".join(
             f"{p.id}: {p.verdict.value}" for p in parts)),
         D.NOTE_TUNING,
-        D.NOTE_INERTIA.format(c=stats.mean_interval(cos_final["fedbn"]),
-                              f_round=freeze_round,
-                              f=_paired(acc["fedbn-freeze-middle"], acc["fedbn"]),
-                              r=_paired(acc["lips-random"], acc["lips"])),
-        D.NOTE_BESIDE.format(r=tw_rand.difference, conf=conf(tw_rand.alpha),
-                             outcome=tw_rand.outcome, opt=opt, grid_range=grid_range,
-                             n_c=len(cfg["grid"]["lips"])),
+        _note_inertia(stats.mean_interval(cos_final["fedbn"]),
+                      _paired(acc["fedbn-freeze-middle"], acc["fedbn"]),
+                      _paired(acc["lips-random"], acc["lips"]), f_round=freeze_round),
+        _note_beside(tw_rand.difference, opt, conf(tw_rand.alpha), outcome=tw_rand.outcome,
+                     grid_range=grid_range, n_c=len(cfg["grid"]["lips"])),
         # the last pruning round's strength at T = 300: tau0 0.2 at the last multiple of 5
         D.NOTE_FAITHFUL.format(rounds=R, pruned=100 * 0.2 * (1 - (R - R % 5) / 300)),
         D.NOTE_THRESHOLDS.format(d=d_margin, m=N_COMPARISONS, frac=frac),
