@@ -1253,26 +1253,33 @@ def _question_loo(stability: Any) -> dict[str, tuple[int, int, dict]]:
 
 def _question_loo_line(stability: Any, qs: Iterable) -> str:
     """One line: per question, how many leave-one-seed-out subsets give its word, and
-    which left-out seeds change it (at most three named); "" for a report without
+    which left-out seeds change it (at most three named); the questions that every
+    subset answers alike are named together, first. "" for a report without
     per-question subsets (an older one, or one with no seeds to leave out)."""
     loo = _question_loo(stability)
+    alike: dict[int, list[str]] = {}
     bits = []
     for q in qs:
         if not isinstance(q, Mapping) or not isinstance(q.get("id"), str) \
                 or q["id"] not in loo or q.get("kind") == "measurement":
             continue
         agree, total, words = loo[q["id"]]
+        if agree == total:
+            alike.setdefault(total, []).append(f"`{q['id']}`")
+            continue
         bit = f"`{q['id']}`: {agree} of {total} subsets give the same answer"
         other = [(seed, w) for seed, w in words.items() if w != q.get("verdict")]
-        if other and agree < total:
+        if other:
             named = ", ".join(f"without seed {seed}: {w}" for seed, w in other[:3])
             bit += f" ({named}" + (f"; {len(other) - 3} more" if len(other) > 3 else "") + ")"
-        if agree < total and q.get("verdict") in ("CONFIRMED", "REFUTED"):
+        if q.get("verdict") in ("CONFIRMED", "REFUTED"):
             bit += ", fragile"
         bits.append(bit)
-    if not bits:
+    same = [f"{', '.join(ids)}: {total} of {total} subsets give the same answer"
+            for total, ids in alike.items()]
+    if not same and not bits:
         return ""
-    return "Leave-one-seed-out, by question: " + "; ".join(bits) + "."
+    return "Leave-one-seed-out, by question: " + "; ".join(same + bits) + "."
 
 
 def question_rows(out_dir: Path, claims: Mapping) -> tuple[list[str], list[list]]:

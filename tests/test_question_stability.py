@@ -184,3 +184,15 @@ def test_hostile_subset_words_are_dropped_not_printed(toy, tmp_path):
     assert "without seed" not in md and "everything agrees" not in md
     data["stability"] = ["not", "a", "mapping"]
     assert report._fragile_in(data["parts"], data["questions"], data["stability"]) == set()
+
+
+def test_questions_every_subset_answers_alike_are_named_together_first():
+    loo = {str(s): "REFUTED" for s in range(4)}
+    stab = {"questions": {
+        "a": {"loo_agree": 4, "loo_total": 4, "loo": loo},
+        "b": {"loo_agree": 3, "loo_total": 4, "loo": {**loo, "2": "INCONCLUSIVE"}},
+        "c": {"loo_agree": 4, "loo_total": 4, "loo": loo}}}
+    qs = [{"id": i, "verdict": "REFUTED", "kind": "experiment"} for i in "abc"]
+    assert report._question_loo_line(stab, qs) == (
+        "Leave-one-seed-out, by question: `a`, `c`: 4 of 4 subsets give the same answer; "
+        "`b`: 3 of 4 subsets give the same answer (without seed 2: INCONCLUSIVE), fragile.")
