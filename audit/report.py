@@ -1268,7 +1268,8 @@ def _question_loo_line(stability: Any, qs: Iterable) -> str:
             alike.setdefault(total, []).append(f"`{q['id']}`")
             continue
         bit = f"`{q['id']}`: {agree} of {total} subsets give the same answer"
-        other = [(seed, w) for seed, w in words.items() if w != q.get("verdict")]
+        other = [(seed, w) for seed, w in words.items()
+                 if w.split(" (", 1)[0] != q.get("verdict")]
         if other:
             named = ", ".join(f"without seed {seed}: {w}" for seed, w in other[:3])
             bit += f" ({named}" + (f"; {len(other) - 3} more" if len(other) > 3 else "") + ")"

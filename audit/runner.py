@@ -1227,7 +1227,9 @@ def _question_stability(asked: Mapping[str, str], q_loo: Mapping[str, Mapping]) 
         subsets = dict(q_loo.get(qid) or {})
         if not subsets:
             continue
-        agree = sum(w == word for w in subsets.values())
+        # a subset's word may carry why the gate held it ("INCONCLUSIVE (premise not
+        # shown)"): the word itself is what agrees or not
+        agree = sum(w.split(" (", 1)[0] == word for w in subsets.values())
         out[qid] = {"loo_agree": agree, "loo_total": len(subsets), "loo": subsets,
                     "fragile": word in ("CONFIRMED", "REFUTED") and agree < len(subsets)}
     return out
@@ -1247,7 +1249,7 @@ def with_stability(claim: Claim, results: Mapping[RunSpec, Mapping], ctx: RunCon
     is answered again from each subset's parts: ``stability["questions"]`` holds, per
     question that carries a verdict (no measurement), ``{loo_agree, loo_total, loo:
     {seed: verdict}, fragile}``; a decided question that one left-out seed overturns is
-    fragile. The claim's own ``loo`` and ``fragile`` do not read it."""
+    fragile, and so is the claim's word (its own ``loo`` counts the claim's word alone)."""
     from audit import questions, stats
 
     seeds = tuple(ctx.seeds)
@@ -1289,9 +1291,14 @@ def with_stability(claim: Claim, results: Mapping[RunSpec, Mapping], ctx: RunCon
                     for qid in q_loo:
                         q_loo[qid][str(s)] = loo[str(s)]
                     continue
+                # a word the premise gate held says so: a left-out seed that leaves the
+                # premise unshown is another story than one that moves the part's test
+                held = {p.id: p.held for p in v.parts if p.held}
                 try:  # each question answered from this subset's parts
-                    sub_words = {a["id"]: str(a["verdict"]) for a in questions.answers(
-                        claim, v.parts, None, sub_ctx.scale)}
+                    sub_words = {a["id"]: str(a["verdict"]) + next(
+                        (f" (premise {held[pid]})" for pid in a.get("parts", ())
+                         if a["verdict"] == "INCONCLUSIVE" and pid in held), "")
+                        for a in questions.answers(claim, v.parts, None, sub_ctx.scale)}
                 except (KeyError, ValueError) as exc:
                     sub_words = {}
                     missing = f"error: {type(exc).__name__}"
@@ -1304,7 +1311,11 @@ def with_stability(claim: Claim, results: Mapping[RunSpec, Mapping], ctx: RunCon
     flip_part = min(decisive, key=lambda p: p.flip, default=None)
     fragile_parts = [p.id for p in _decisive(verdict, claim.combination) if p.fragile]
     decided = verdict.verdict != Outcome.INCONCLUSIVE
-    fragile = decided and (bool(fragile_parts) or (bool(loo) and agree < len(loo)))
+    by_question = _question_stability(asked, q_loo)
+    # a decided word is fragile where a part it rests on is, where one left-out seed
+    # changes it, or where one changes a decided question it summarises
+    fragile = decided and (bool(fragile_parts) or (bool(loo) and agree < len(loo))
+                           or any(q["fragile"] for q in by_question.values()))
     stability = {
         "loo": loo, "loo_agree": agree, "loo_total": len(loo),
         "flip": flip_part.flip if flip_part else None,
@@ -1313,7 +1324,7 @@ def with_stability(claim: Claim, results: Mapping[RunSpec, Mapping], ctx: RunCon
         "resolution": flip_part.resolution if flip_part else None,
         "fragile_parts": fragile_parts,
         "fragile": bool(fragile),
-        "questions": _question_stability(asked, q_loo),
+        "questions": by_question,
     }
     return dataclasses.replace(verdict, stability=stability)
 

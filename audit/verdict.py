@@ -286,8 +286,10 @@ def premise_gate(part: Part, premise: Premise | None) -> Part:
     # only once the premise is shown where it is undecided)
     against = premise.leans == "against"
     needs = ("a scale or setting where the paper's effect reproduces" if absent else
+             f"a scale or setting where the paper's effect reproduces ({premise.effect}: "
+             f"{premise.status} at this scale{PREMISE_AGAINST})" if against else
              f"the paper's effect shown first ({premise.effect}: {premise.status} at this "
-             f"scale" + (PREMISE_AGAINST if against else "") + ")")
+             f"scale)")
     if part.verdict == Outcome.INCONCLUSIVE and not absent:
         # undecided on its own and its premise undecided: the gate holds nothing the
         # comparison decided, and its reason stays the comparison's. Where the premise

@@ -196,3 +196,55 @@ def test_questions_every_subset_answers_alike_are_named_together_first():
     assert report._question_loo_line(stab, qs) == (
         "Leave-one-seed-out, by question: `a`, `c`: 4 of 4 subsets give the same answer; "
         "`b`: 3 of 4 subsets give the same answer (without seed 2: INCONCLUSIVE), fragile.")
+
+
+def test_a_subset_whose_premise_goes_unshown_says_the_gate_held_it(toy, tmp_path):
+    """Leaving out the seed that carries the premise holds the gated part: the subset's
+    word says why ("INCONCLUSIVE (premise not shown)"), and it still counts against the
+    full-data word, like any other INCONCLUSIVE."""
+    from audit.verdict import Premise, premise_gate
+
+    def analyse(results, ctx):
+        a = toy.analyse(results, ctx)
+        premise = Premise("toy effect", "reproduced" if CARRIER in ctx.seeds else "undecided",
+                          "toy")
+        lead = premise_gate(LEAD([1.0 for _ in ctx.seeds]), premise)
+        return dataclasses.replace(a, parts=tuple(a.parts) + (lead,), premise=premise)
+
+    qs = (Question("gain-q", "does better beat base?", ("falsifier",), ("gain",)),
+          Question("lead-q", "does some seed peak?", ("falsifier",), ("lead",)))
+    claim = dataclasses.replace(toy.CLAIM, analyse=analyse, rules=(toy.RULE, LEAD),
+                                questions=qs, combination=questions.combination(qs))
+    res = execute(claim, make_context(claim, "smoke"), cache=Cache(tmp_path / "c"),
+                  progress=False)
+    lead = res.verdict.stability["questions"]["lead-q"]
+    assert lead["loo"][str(CARRIER)] == "INCONCLUSIVE (premise not shown)"
+    assert (lead["loo_agree"], lead["loo_total"], lead["fragile"]) == (7, 8, True)
+    md = report.render_markdown(report.to_json(res))
+    assert f"without seed {CARRIER}: INCONCLUSIVE (premise not shown)" in md
+
+
+def test_a_claim_word_no_seed_moves_is_fragile_where_a_question_it_sums_up_is(
+        two_questions, tmp_path):
+    """SPLIT with and without the carrier seed (a REFUTED question keeps it split), yet
+    ``lead-q`` rests on that one seed: the claim's word is marked fragile too."""
+    never = Rule("never", "REFUTED always (a toy part).",
+                 lambda: (Outcome.REFUTED, "toy", ""), reachable=("REFUTED",))
+    base = two_questions.analyse
+
+    def analyse(results, ctx):
+        a = base(results, ctx)
+        return dataclasses.replace(a, parts=tuple(a.parts) + (never(),))
+
+    qs = tuple(two_questions.questions) + (
+        Question("never-q", "is it never?", ("falsifier",), ("never",)),)
+    claim = dataclasses.replace(two_questions, analyse=analyse,
+                                rules=tuple(two_questions.rules) + (never,), questions=qs,
+                                combination=questions.combination(qs))
+    res = execute(claim, make_context(claim, "smoke"), cache=Cache(tmp_path / "c"),
+                  progress=False)
+    st = res.verdict.stability
+    assert res.verdict.verdict.value == "SPLIT"
+    assert st["loo_agree"] == st["loo_total"] == 8  # the word itself never moves
+    assert st["questions"]["lead-q"]["fragile"] is True
+    assert st["fragile"] is True

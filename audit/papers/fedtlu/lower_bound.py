@@ -131,8 +131,10 @@ def _decide_power(ev):
     """ev: rows of (setting, sd_rel, sd_low, sd_high, mde3_low, mde3_high, need)."""
     g, runs = ev["gap"], ev["runs"]
     txt = "; ".join(D.POWER_ROW.format(
-        st=st, sd=100 * sd, level=100 * (1 - ev["alpha"]), lo=100 * lo, hi=100 * hi,
-        runs=runs, m_lo=100 * m_lo, m_hi=100 * m_hi, need=need, gap=100 * g)
+        st=st, sd=100 * sd, runs=runs, m_lo=100 * m_lo, m_hi=100 * m_hi, need=need,
+        gap=100 * g, sd_ci=stats.ci_text(
+            stats.Interval(100 * lo, 100 * hi), D.POWER_SD_CI,
+            level=100 * (1 - ev["alpha"])))
         for st, sd, lo, hi, m_lo, m_hi, need in ev["rows"])
     flat = [r[0] for r in ev["rows"] if not r[3] > 0]  # an SD interval of (0, 0)
     if flat:  # no seed-to-seed spread was seen: the noise the rule reads is not measured

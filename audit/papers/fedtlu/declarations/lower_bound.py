@@ -246,9 +246,12 @@ NOISE_WIN = "FedTLU beats Random beyond noise in a setting. "
 NOISE_EQUIVALENT = ("In every setting FedTLU's gain over Random is below the paper's own gap "
                     "(with sensitivity shown), or FedTLU is worse. ")
 POWER_ROW = (
-    "{st}: seed SD of Random - FedTLU {sd:.3g}% of the perplexity ({level:.4g}% interval "
-    "[{lo:.3g}, {hi:.3g}]%), so {runs} runs resolve a gap of {m_lo:.3g}-{m_hi:.3g}%; {need} "
-    "seeds would resolve the paper's {gap:.3g}%")
+    "{st}: seed SD of Random - FedTLU {sd:.3g}% of the perplexity ({sd_ci}), so {runs} runs "
+    "resolve a gap of {m_lo:.3g}-{m_hi:.3g}%; {need} seeds would resolve the paper's "
+    "{gap:.3g}% by a two-sided paired t-test (alpha 0.05, power 0.8; the verdict's own rule, "
+    "stricter, needs at least as many)")
+#: POWER_ROW's SD interval where the SD has one
+POWER_SD_CI = "{level:.4g}% interval [{low:.3g}, {high:.3g}]%"
 POWER_CONFIRMED = ("{txt}: even at the lowest plausible seed noise, {runs} runs cannot tell "
                    "a gap of the paper's size ({gap:.3g}%) from noise")
 POWER_REFUTED = ("{txt}: even at the highest plausible seed noise, {runs} runs resolve a gap "

@@ -16,7 +16,8 @@ parts that explain that gain (``regularisation-controls``, ``layer-targeting``,
 ``random-mask``) go through ``premise_gate`` and are INCONCLUSIVE where it does not.
 
 Parts: ``regularisation-controls`` and ``layer-targeting`` are the reviewer's own test and
-decide the verdict (any of them, the reviewer's "or"); reported beside it: ``random-mask``
+decide their question (any of them, the reviewer's "or"); each its own question, outside
+their Bonferroni family: ``random-mask``
 (LIPS vs the same pruning with a random mask), ``selection-optimism`` (does choosing
 (tau0, k) on test instead of validation add at least the margin d per run: >= 0 by
 construction, so tested against d, never against 0, and only where the grid could add
@@ -558,9 +559,10 @@ T_CMP_NOTE = (
     "alpha = {alpha:.4g} (Bonferroni over {m}, times this look's share {frac:.4g}); "
     "equivalence is the same interval inside (-d, +d); flip = the smallest change of one "
     "seed's difference that changes the outcome (resolution {resolution:.3g} points).")
-T_SIDE = "Part reported beside the verdict (points; paired over seeds)"
-T_SIDE_NOTE = ("Part random-mask; d = {d:g} points; alpha = {alpha:.4g}; it does not enter "
-               "the claim's verdict.")
+T_SIDE = "Part random-mask, its own question (points; paired over seeds)"
+T_SIDE_NOTE = ("Part random-mask; d = {d:g} points; alpha = {alpha:.4g}: its own question "
+               "(`random-mask`), outside the Bonferroni family of the combined parts; like "
+               "every question it enters the claim's single word.")
 T_PER_SEED = "Per-seed personalised test accuracy (%) at the chosen candidate"
 T_LAYERS = "Per middle layer: cosine to the round-2 weights at the last round"
 T_CURVE = "Overfitting and best round: train-test gap and best vs last round (points)"
