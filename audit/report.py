@@ -376,13 +376,19 @@ def _stability_line(stab: Mapping, data: Mapping | None = None) -> str:
     (``data``: the report, to tell an exact computation from fixed seeded draws)."""
     bits = []
     if stab.get("loo_total"):
+        moved = [f"`{qid}` in {a} of {t}" for qid, (a, t, _) in
+                 _question_loo(stab).items() if a < t]
         bits.append(f"leave-one-seed-out: {stab['loo_agree']} of {stab['loo_total']} subsets "
-                    f"give the same verdict")
+                    f"give the same verdict" + (
+                        f" (the questions' own answers hold in fewer: {', '.join(moved)}; "
+                        f"listed under the questions' table)" if moved else ""))
     if stab.get("flip") is not None:
         unit = f" {stab['unit']}" if stab.get("unit") else ""
         res = stab.get("resolution")
         steps = f", {stab['flip'] / res:.1f} times the metric's resolution {_fmt(res, 3)}" \
             if res else ""
+        if res and stab["flip"] / res <= 1:  # the metric moves in steps: one is enough
+            steps += " (one step of it flips the test)"
         bits.append(f"moving one seed's metric by {_fmt(stab['flip'], 3)}{unit} would flip "
                     f"the decisive test of `{stab.get('flip_part')}`{steps}")
     if not bits and data is not None and _has_experiment(data):
@@ -614,7 +620,12 @@ def question_section(data: Mapping, lock_txt: str = "",
         return [f"**Verdict on the reviewer's claim: {word}**{lock_txt} at "
                 f"`{data['scale']}` scale{fragile}.", ""]
     voting = [q for q in qs if q.get("kind") != "measurement"]
-    ways = "; ".join(f"`{q['id']}` {q['verdict']} ({q.get('kind', '')})" for q in voting)
+    frail = _fragile_in(data.get("parts"), qs, data.get("stability"))
+    if fragile and frail:  # the word is fragile through these questions: named
+        fragile = (" — **fragile** (through "
+                   + ", ".join(f"`{q['id']}`" for q in voting if q["id"] in frail) + ")")
+    ways = "; ".join(f"`{q['id']}` {q['verdict']} ({q.get('kind', '')}"
+                     + (", fragile" if q["id"] in frail else "") + ")" for q in voting)
     caveats = [f"`{q['id']}`: {q['caveat']}" for q in qs
                if q.get("caveat") and not q.get("derived")]
     head = (f"**{word}**{lock_txt} at `{data['scale']}` scale{fragile}: "
@@ -629,7 +640,6 @@ def question_section(data: Mapping, lock_txt: str = "",
     if caveats:
         out += ["**Read with care**: " + "; ".join(caveats) + ".", ""]
     rows = []
-    frail = _fragile_in(data.get("parts"), qs, data.get("stability"))
     for q in qs:
         fields = ", ".join(f"`{f}`" for f in q.get("fields", []))
         decide = q.get("needs", "") if q.get("verdict") == "INCONCLUSIVE" else ""
@@ -1085,9 +1095,15 @@ def _stability_cell(data: Mapping) -> str:
         return "—"
     bits = []
     if st.get("loo_total"):
-        bits.append(f"LOO {st['loo_agree']}/{st['loo_total']}")
+        # the question a left-out seed moves most, where it is lower than the word's own
+        worst = min(((a / t, qid, a, t) for qid, (a, t, _) in _question_loo(st).items()
+                     if a < t), default=None)
+        low = f" (question `{worst[1]}` {worst[2]}/{worst[3]})" if worst and \
+            worst[0] < st["loo_agree"] / st["loo_total"] else ""
+        bits.append(f"LOO {st['loo_agree']}/{st['loo_total']}{low}")
     if st.get("flip") is not None and st.get("resolution"):
-        bits.append(f"flip {st['flip'] / st['resolution']:.1f} ex.")
+        ex = st["flip"] / st["resolution"]
+        bits.append(f"flip {ex:.1f} ex." + (" (one flips it)" if ex <= 1 else ""))
     elif st.get("flip") is not None:  # in the metric's own unit, named where known
         unit = f" {st['unit']}" if st.get("unit") else ""
         bits.append(f"flip {_fmt(st['flip'], 3)}{unit}")

@@ -248,3 +248,21 @@ def test_a_claim_word_no_seed_moves_is_fragile_where_a_question_it_sums_up_is(
     assert st["loo_agree"] == st["loo_total"] == 8  # the word itself never moves
     assert st["questions"]["lead-q"]["fragile"] is True
     assert st["fragile"] is True
+
+
+def test_the_headline_index_cell_and_stability_line_name_the_question_a_seed_moves(
+        two_questions, tmp_path):
+    res = execute(two_questions, make_context(two_questions, "smoke"),
+                  cache=Cache(tmp_path / "c"), progress=False)
+    data = report.to_json(res)
+    # the word's own subsets: made to agree, so only the question tells
+    data["stability"] = dict(data["stability"], loo_agree=8, loo_total=8)
+    md = report.render_markdown(data)
+    head = next(ln for ln in md.splitlines() if ln.startswith("**CONFIRMED"))
+    assert "— **fragile** (through `lead-q`)" in head
+    assert "`lead-q` CONFIRMED (experiment, fragile)" in head
+    assert "`gain-q` CONFIRMED (experiment)" in head
+    line = next(ln for ln in md.splitlines() if ln.startswith("Stability"))
+    assert "8 of 8 subsets give the same verdict (the questions' own answers hold in " \
+           "fewer: `lead-q` in 7 of 8" in line
+    assert report._stability_cell(data).startswith("LOO 8/8 (question `lead-q` 7/8)")
