@@ -287,6 +287,7 @@ def _verdict_needs(claim, ref: str | None, out: Path
     needs: dict[str, str] = {}
     alone: dict[str, str] = {}  # scale -> the word the premise gate overrode, if any
     older: dict[str, str] = {}  # scale -> the commit of a report by earlier claim code
+    frail: set[str] = set()  # the scales whose report marks the question fragile
     left_out: list[str] = []  # what a scale's report is, where it gives no verdict
     for folder, label in report.scale_folders(out):  # from reports/full, reports/ too
         if folder != out and not folder.is_dir():
@@ -312,6 +313,8 @@ def _verdict_needs(claim, ref: str | None, out: Path
         if scale not in found:
             older[scale] = report.earlier_code(data, claim)
             alone[scale] = _entry_ungated(data, ref, claim)
+            if ref is not None and ref in report._fragile_questions(data, claim):
+                frail.add(scale)  # decided, and one seed or one left-out seed moves it
         found.setdefault(scale, v)
         if v not in DECIDED and v != "MEASURED":
             n = _entry_needs(data, ref, claim)
@@ -329,15 +332,17 @@ def _verdict_needs(claim, ref: str | None, out: Path
         needs = {}  # decided at some scale: nothing more is needed to decide it
     need = (next(iter(needs.values())) if len(needs) == 1 and len(found) == 1 else
             "; ".join(f"{s}: {n}" for s, n in needs.items()))
+    def shown(s: str, v: str) -> str:
+        return questions.gated_text(v, alone.get(s)) + (" (fragile)" if s in frail else "")
+
     if len(found) == 1:
         scale, v = next(iter(found.items()))
-        return questions.gated_text(v, alone.get(scale)), scale, need, (v,)
+        return shown(scale, v), scale, need, (v,)
     words = set(found.values())
     word = next(iter(words)) if len(words) == 1 else "SPLIT"
     if len(words) == 1:  # the scales agree: an earlier code's report changes nothing
         older = {}
-    each = ", ".join(f"{s} {questions.gated_text(v, alone.get(s))}" + _earlier(older.get(s))
-                     for s, v in found.items())
+    each = ", ".join(f"{s} {shown(s, v)}" + _earlier(older.get(s)) for s, v in found.items())
     return f"{word} ({each})", None, need, tuple(found.values())
 
 
@@ -577,7 +582,9 @@ def render_markdown(coverages: list[RecordCoverage], out: Path | None = None) ->
              "by side where both exist; SPLIT when they differ, and then a verdict from a "
              "report that earlier code of its claim wrote is tagged with that code's commit, "
              "since its rules may differ), or the reason it is not "
-             "covered. Paraphrases are ours; the records are cited by field path only. "
+             "covered. A decided verdict marked (fragile) is one that one seed moved by "
+             "three steps of its metric, or one left-out seed, changes; it still counts as "
+             "decided. Paraphrases are ours; the records are cited by field path only. "
              "Which question answers which item is declared by each claim "
              "(`Claim.questions`). `audit run` and `audit report` regenerate this page "
              "from the reports' JSON; `audit review RECORDS --markdown` also checks the "

@@ -466,3 +466,27 @@ def test_a_split_against_a_report_by_earlier_code_names_that_code(
     assert report.earlier_code({"environment": {"code_version": "0.1.0+abc",
                                                 "commit": "3333333"}}, claim) == "3333333"
     assert report.earlier_code({"environment": {}}, claim) == ""  # nothing to compare
+
+
+def test_a_fragile_question_is_marked_fragile_in_coverage_and_still_counts_decided(
+        toy_registry, monkeypatch, tmp_path, capsys):
+    claim = _toy_q(("s1", "s2"))
+    reg = {**toy_registry, "toy-q": claim}
+    monkeypatch.setattr(claims_mod, "registry", lambda: reg)
+    rec = tmp_path / "rec.json"
+    rec.write_text(json.dumps(_record()))
+    out = tmp_path / "reports"
+    _write_report(out, "toy-q", "SPLIT", {"b": "CONFIRMED", "s1": "REFUTED", "s2": "REFUTED"},
+                  questions={"bound": "CONFIRMED", "seeds": "REFUTED"})
+    data = json.loads((out / "toy-q.json").read_text())
+    data["stability"] = {"loo_agree": 2, "loo_total": 2, "fragile": True, "questions": {
+        "seeds": {"loo_agree": 1, "loo_total": 2, "loo": {"0": "REFUTED",
+                                                          "1": "INCONCLUSIVE"}}}}
+    (out / "toy-q.json").write_text(json.dumps(data))
+    rc, got, _ = _review_json(capsys, rec, "--out", out)
+    items = _items(got[0])
+    by_q = {c["part"]: (c["verdict"], c["words"]) for p in (
+        "skeptic_critique.concrete_test", "referee_report.major_comments[1]")
+        for c in items[p]["covered_by"] if c["claim"] == "toy-q"}
+    assert by_q == {"bound": ("CONFIRMED", ["CONFIRMED"]),
+                    "seeds": ("REFUTED (fragile)", ["REFUTED"])}
