@@ -490,13 +490,19 @@ def render_markdown(data: Mapping, figure_dir: str | None = None) -> str:
         if data.get("plan"):
             lines += [f"Plan: {data['plan'].get('describe', '')}.", ""]
         part_ids = [p["id"] for p in data["parts"]]
+        measured = {p["id"] for p in data["parts"] if p.get("kind") == "measurement"}
+
+        def cell(lk, i):  # a measurement carries no verdict at any look
+            word = lk.get("parts", {}).get(i, "")
+            return "MEASURED" if i in measured and word else word
+
         has_premise = any(lk.get("premise") for lk in looks)
         lines += [_table(["look", "n", "alpha share", "verdict"]
                          + (["premise"] if has_premise else []) + part_ids,
                          [[lk["look"], lk["n"], _fmt(lk["alpha_fraction"], 3),
                            lk["verdict"] + (" (stop)" if lk.get("stopped") else "")]
                           + ([lk.get("premise") or ""] if has_premise else [])
-                          + [lk.get("parts", {}).get(i, "") for i in part_ids]
+                          + [cell(lk, i) for i in part_ids]
                           for lk in looks]), ""]
 
     if data.get("paper_numbers"):
@@ -1137,7 +1143,14 @@ def _looks_cell(data: Mapping) -> str:
     looks = data.get("looks") or []
     if not looks:
         return ""
-    return f" (sequential, stopped at look {looks[-1]['look']})"
+    planned = (data.get("plan") or {}).get("looks") if isinstance(data.get("plan"),
+                                                                    Mapping) else None
+    last = looks[-1]
+    if isinstance(planned, list) and len(planned) == 1:
+        return " (sequential, one planned look)"
+    of = f" of {len(planned)}" if isinstance(planned, list) and planned else ""
+    why = _stop_text(last, planned).split(";", 1)[0].split(":", 1)[0]  # its first words
+    return f" (sequential, stopped at look {last['look']}{of}: {why})"
 
 
 #: The order scales are shown in, side by side, on every page (any other scale after them,

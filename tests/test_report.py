@@ -132,6 +132,14 @@ def test_measurements_read_measured_and_flip_distances_carry_their_unit():
     rows = [line for line in render_markdown(data).splitlines()
             if line.startswith("| middle-cosine | measurement")]
     assert rows and "| MEASURED |" in rows[0] and "INCONCLUSIVE" not in rows[0].split("|")[3]
+    # and in the sequential looks' table: a measurement has no verdict at any look
+    data["looks"] = [{"look": 1, "n": 10, "alpha_fraction": 1.0, "verdict": "INCONCLUSIVE",
+                      "parts": {"middle-cosine": "INCONCLUSIVE"}}]
+    md = render_markdown(data)
+    head = next(ln for ln in md.splitlines() if ln.startswith("| look | n |"))
+    row = md.splitlines()[md.splitlines().index(head) + 2].split("|")
+    col = head.split("|").index(" middle-cosine ")
+    assert row[col].strip() == "MEASURED"
     cell = _stability_cell({"stability": {"loo_agree": 9, "loo_total": 10, "flip": 0.0216,
                                           "unit": "share of ||g||^2", "resolution": None}})
     assert cell == "LOO 9/10, flip 0.0216 share of ||g||^2"
@@ -202,3 +210,18 @@ def test_findings_say_their_intervals_are_not_the_decisions():
                            "level": 0.95, "method": "t"}]}
     text = "\n".join(report.findings_section(data))
     assert "They are not the decisions" in text and "[0.18, 0.37] (95%, t)" in text
+
+
+def test_the_index_run_cell_says_why_a_sequential_plan_stopped():
+    look = {"look": 1, "n": 10, "decided": False}
+    one = {"looks": [look], "plan": {"looks": [10]}}
+    assert report._looks_cell(one) == " (sequential, one planned look)"
+    cap = {"looks": [look, {"look": 2, "n": 20, "decided": False}],
+           "plan": {"looks": [10, 20]}}
+    assert report._looks_cell(cap) == " (sequential, stopped at look 2 of 2: the cap)"
+    early = {"looks": [dict(look, decided=True, stop_reason="decided")],
+             "plan": {"looks": [10, 20]}}
+    assert report._looks_cell(early) == " (sequential, stopped at look 1 of 2: decided)"
+    futile = {"looks": [dict(look, stop_reason="premise not reproduced")],
+              "plan": {"looks": [10, 20]}}
+    assert report._looks_cell(futile) == " (sequential, stopped at look 1 of 2: futility)"
