@@ -1052,7 +1052,12 @@ def _premise_cell(data: Mapping, out_dir: Path | None = None, cid: str = "") -> 
         p = d.get("premise")
         if isinstance(p, Mapping) and "status" in p:
             against = p["status"] == "undecided" and p.get("leans") == "against"
-            return str(p["status"]) + (" (its estimate the other way)" if against else "")
+            est = p.get("estimate")
+            value = est.get("value") if isinstance(est, Mapping) else None
+            at = f": {_fmt(value)}" if isinstance(value, (int, float)) and not isinstance(
+                value, bool) else ""
+            return str(p["status"]) + (f" (estimate against the effect{at})" if against
+                                       else "")
         # no premise: mathematics only where no part is an experiment (an exact claim may
         # run a fixed simulation, which is no proof)
         return "— (none declared)" if _has_experiment(d) else "— (mathematics)"
@@ -1456,7 +1461,9 @@ def _write_index(out_dir: Path, claims: Mapping[str, Claim]) -> Path:
             + "`.", "",
             "Premise: the paper's own effect that the claim is about, measured first "
             "(a part explaining it is INCONCLUSIVE where it does not reproduce; where the "
-            "scales' reports disagree, each scale's status). Reachable: "
+            "scales' reports disagree, each scale's status; 'estimate against the effect' "
+            "marks an undecided one whose estimate lies on the other side of its rule's "
+            "margin, where more seeds are likelier to show it absent). Reachable: "
             "the verdicts the parts entering the claim's verdict can return (a derivation's "
             "verdict is a proof). Stability: leave-one-seed-out agreement and the flip "
             "distance of the closest decisive test; a decided verdict is fragile when one "

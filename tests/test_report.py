@@ -225,3 +225,13 @@ def test_the_index_run_cell_says_why_a_sequential_plan_stopped():
     futile = {"looks": [dict(look, stop_reason="premise not reproduced")],
               "plan": {"looks": [10, 20]}}
     assert report._looks_cell(futile) == " (sequential, stopped at look 1 of 2: futility)"
+
+
+def test_the_index_premise_cell_gives_the_estimate_of_a_premise_leaning_against():
+    data = {"premise": {"status": "undecided", "leans": "against", "effect": "e",
+                        "estimate": {"name": "x", "value": -0.7556}}, "parts": []}
+    assert report._premise_cell(data) == "undecided (estimate against the effect: -0.7556)"
+    data["premise"]["leans"] = "toward"
+    assert report._premise_cell(data) == "undecided"
+    data["premise"].update(leans="against", estimate="not an estimate")
+    assert report._premise_cell(data) == "undecided (estimate against the effect)"
