@@ -344,7 +344,11 @@ def _estimate_rows(estimates: list[Mapping]) -> list[list]:
     rows = []
     for e in estimates:
         if e.get("low") is None and e.get("high") is None:
-            interval = "exact" if e.get("method") == "exact" else "—"
+            # a bare dash read as "no spread" where the values did vary: say which
+            method = str(e.get("method") or "")
+            interval = ("exact" if method == "exact" else
+                        stats.NO_SPREAD if "no spread" in method else
+                        "none computed")
         elif _is_point(e):
             rows.append([f"`{e['name']}`", e["value"], f"— ({POINT_TEXT})", e.get("n"), "—",
                          e.get("description", "")])

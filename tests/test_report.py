@@ -235,3 +235,12 @@ def test_the_index_premise_cell_gives_the_estimate_of_a_premise_leaning_against(
     assert report._premise_cell(data) == "undecided"
     data["premise"].update(leans="against", estimate="not an estimate")
     assert report._premise_cell(data) == "undecided (estimate against the effect)"
+
+
+def test_an_estimate_without_an_interval_says_whether_it_had_no_spread_or_none_computed():
+    rows = report._estimate_rows([
+        {"name": "a", "value": 0.3, "low": None, "high": None, "n": 20, "method": "mean"},
+        {"name": "b", "value": 0.3, "low": None, "high": None, "n": 20,
+         "method": "mean (no spread)"},
+        {"name": "c", "value": 3, "low": None, "high": None, "n": None, "method": "exact"}])
+    assert [r[2] for r in rows] == ["none computed", "no spread, no interval", "exact"]
