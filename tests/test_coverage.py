@@ -227,12 +227,9 @@ def test_verdict_is_not_run_without_a_report_and_flags_a_missing_part(
         "verdict"] == "'seeds' not in the report"
 
 
-def test_an_item_shows_its_questions_verdict_with_the_scales_side_by_side(
-        toy_registry, monkeypatch, tmp_path, capsys):
-    """A claim with questions covers the items its questions name, each with the
-    question's verdict (not the claim's word, not a part's); with a ``full/`` folder of
-    reports both scales are shown, SPLIT when they differ (never one promoted)."""
-
+def _toy_q_split(toy_registry, monkeypatch, tmp_path):
+    """toy-q registered, a record, and its smoke report: the proof CONFIRMED, the seeds
+    question REFUTED. Returns (claim, record path, reports folder)."""
     claim = _toy_q(("s1", "s2"))
     reg = {**toy_registry, "toy-q": claim}
     monkeypatch.setattr(claims_mod, "registry", lambda: reg)
@@ -241,6 +238,16 @@ def test_an_item_shows_its_questions_verdict_with_the_scales_side_by_side(
     out = tmp_path / "reports"
     _write_report(out, "toy-q", "SPLIT", {"b": "CONFIRMED", "s1": "REFUTED", "s2": "REFUTED"},
                   questions={"bound": "CONFIRMED", "seeds": "REFUTED"})
+    return claim, rec, out
+
+
+def test_an_item_shows_its_questions_verdict_with_the_scales_side_by_side(
+        toy_registry, monkeypatch, tmp_path, capsys):
+    """A claim with questions covers the items its questions name, each with the
+    question's verdict (not the claim's word, not a part's); with a ``full/`` folder of
+    reports both scales are shown, SPLIT when they differ (never one promoted)."""
+
+    claim, rec, out = _toy_q_split(toy_registry, monkeypatch, tmp_path)
     rc, data, _ = _review_json(capsys, rec, "--out", out)
     items = _items(data[0])
     assert rc == 0
@@ -470,14 +477,7 @@ def test_a_split_against_a_report_by_earlier_code_names_that_code(
 
 def test_a_fragile_question_is_marked_fragile_in_coverage_and_still_counts_decided(
         toy_registry, monkeypatch, tmp_path, capsys):
-    claim = _toy_q(("s1", "s2"))
-    reg = {**toy_registry, "toy-q": claim}
-    monkeypatch.setattr(claims_mod, "registry", lambda: reg)
-    rec = tmp_path / "rec.json"
-    rec.write_text(json.dumps(_record()))
-    out = tmp_path / "reports"
-    _write_report(out, "toy-q", "SPLIT", {"b": "CONFIRMED", "s1": "REFUTED", "s2": "REFUTED"},
-                  questions={"bound": "CONFIRMED", "seeds": "REFUTED"})
+    claim, rec, out = _toy_q_split(toy_registry, monkeypatch, tmp_path)
     data = json.loads((out / "toy-q.json").read_text())
     data["stability"] = {"loo_agree": 2, "loo_total": 2, "fragile": True, "questions": {
         "seeds": {"loo_agree": 1, "loo_total": 2, "loo": {"0": "REFUTED",
