@@ -20,7 +20,7 @@ from pathlib import Path
 from collections import Counter
 from typing import Any, Iterable, Mapping
 
-from audit import safeio, stats
+from audit import safeio, stats, verdict
 from audit.claims import AuditError, Claim
 from audit.keys import claim_code_version
 from audit.runner import ClaimResult, regenerate_command, with_overrides
@@ -444,10 +444,8 @@ def render_markdown(data: Mapping, figure_dir: str | None = None) -> str:
         ci = _ci(est)
         ci = "" if not ci else f" {ci}" if _is_point(est) else f", CI {ci}"
         val = f": {_fmt(est['value'])}{ci}" if est else ""
-        leans = (" (its estimate on the other side of the rule's margin: more seeds are "
-                 "likelier to show the effect absent than reproduced)"
-                 if premise.get("leans") == "against" and premise.get("status") == "undecided"
-                 else "")
+        leans = (f" ({verdict.PREMISE_AGAINST.removeprefix(', ')})"
+                 if _leans_against(premise) else "")
         lines += [f"**Premise** (the paper's own effect, measured first): {premise['effect']}"
                   f"{val} — **{premise['status']}**{leans}. {premise.get('reason', '')} "
                   "The premise gates only the parts that explain the paper's effect (marked "
@@ -1047,6 +1045,12 @@ def compare(first: Mapping, second: Mapping, rtol: float = 0.0, atol: float = 0.
     return out[:limit], other
 
 
+def _leans_against(premise: Mapping) -> bool:
+    """An undecided premise (from a report's JSON) whose estimate lies on the other side of
+    its rule's margin (``audit.verdict.Premise.leans``)."""
+    return premise.get("status") == "undecided" and premise.get("leans") == "against"
+
+
 def _premise_cell(data: Mapping, out_dir: Path | None = None, cid: str = "") -> str:
     """The premise's status in ``data``; where the claim's report at another scale (the
     other folder of :func:`scale_folders`) states another, every scale's, side by side
@@ -1055,7 +1059,7 @@ def _premise_cell(data: Mapping, out_dir: Path | None = None, cid: str = "") -> 
     def status(d: Mapping) -> str:
         p = d.get("premise")
         if isinstance(p, Mapping) and "status" in p:
-            against = p["status"] == "undecided" and p.get("leans") == "against"
+            against = _leans_against(p)
             est = p.get("estimate")
             value = est.get("value") if isinstance(est, Mapping) else None
             at = f": {_fmt(value)}" if isinstance(value, (int, float)) and not isinstance(
