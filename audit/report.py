@@ -380,7 +380,7 @@ def _stability_line(stab: Mapping, data: Mapping | None = None) -> str:
     (``data``: the report, to tell an exact computation from fixed seeded draws)."""
     bits = []
     if stab.get("loo_total"):
-        moved = [f"`{qid}` in {a} of {t}" for qid, (a, t, _) in
+        moved = [f"`{qid}` in {a} of {t}" for qid, (a, t, *_) in
                  _question_loo(stab).items() if a < t]
         bits.append(f"leave-one-seed-out: {stab['loo_agree']} of {stab['loo_total']} subsets "
                     f"give the same verdict" + (
@@ -446,8 +446,11 @@ def render_markdown(data: Mapping, figure_dir: str | None = None) -> str:
         val = f": {_fmt(est['value'])}{ci}" if est else ""
         leans = (f" ({verdict.PREMISE_AGAINST.removeprefix(', ')})"
                  if _leans_against(premise) else "")
+        prem_loo = _premise_loo_text(data.get("stability"))
+        prem_loo = f" Leave-one-seed-out: {prem_loo}." if prem_loo else ""
         lines += [f"**Premise** (the paper's own effect, measured first): {premise['effect']}"
-                  f"{val} — **{premise['status']}**{leans}. {premise.get('reason', '')} "
+                  f"{val} — **{premise['status']}**{leans}. {premise.get('reason', '')}"
+                  f"{prem_loo} "
                   "The premise gates only the parts that explain the paper's effect (marked "
                   "*gated* below); a proof, an exact count or a byte count never depends on it.", ""]
     stab = data.get("stability")
@@ -1064,8 +1067,11 @@ def _premise_cell(data: Mapping, out_dir: Path | None = None, cid: str = "") -> 
             value = est.get("value") if isinstance(est, Mapping) else None
             at = f": {_fmt(value)}" if isinstance(value, (int, float)) and not isinstance(
                 value, bool) else ""
+            stab = d.get("stability")
+            prem = stab.get("premise") if isinstance(stab, Mapping) else None
+            frail = isinstance(prem, Mapping) and prem.get("fragile") is True
             return str(p["status"]) + (f" (estimate against the effect{at})" if against
-                                       else "")
+                                       else "") + (" (fragile)" if frail else "")
         # no premise: mathematics only where no part is an experiment (an exact claim may
         # run a fixed simulation, which is no proof)
         return "— (none declared)" if _has_experiment(d) else "— (mathematics)"
@@ -1115,7 +1121,7 @@ def _stability_cell(data: Mapping) -> str:
     bits = []
     if st.get("loo_total"):
         # the question a left-out seed moves most, where it is lower than the word's own
-        worst = min(((a / t, qid, a, t) for qid, (a, t, _) in _question_loo(st).items()
+        worst = min(((a / t, qid, a, t) for qid, (a, t, *_) in _question_loo(st).items()
                      if a < t), default=None)
         low = f" (question `{worst[1]}` {worst[2]}/{worst[3]})" if worst and \
             worst[0] < st["loo_agree"] / st["loo_total"] else ""
@@ -1269,28 +1275,68 @@ def _fragile_in(parts, qs, stability: Any = None) -> set:
                  or (q["id"] in loo and loo[q["id"]][0] < loo[q["id"]][1]))}
 
 
-def _question_loo(stability: Any) -> dict[str, tuple[int, int, dict]]:
-    """Question id -> (subsets that agree, subsets, {seed: word}) from a report's
-    ``stability["questions"]``; an older report has none ({}). Read from a report that
-    came from elsewhere: an entry whose id is no string, or whose counts are no whole
-    numbers with 0 <= agree <= total and total > 0, is left out; seeds and words that
-    are no strings are dropped from the map."""
+def _str_map(obj: Any) -> dict[str, str]:
+    """The string -> string entries of ``obj`` (read from a report that came from
+    elsewhere); {} for anything else."""
+    return {k: v for k, v in obj.items() if isinstance(k, str) and isinstance(v, str)
+            } if isinstance(obj, Mapping) else {}
+
+
+def _loo_counts(entry: Any) -> tuple[int, int] | None:
+    """(agree, total) of a leave-one-seed-out entry from a report: whole numbers with
+    0 <= agree <= total and total > 0, else None."""
+    if not isinstance(entry, Mapping):
+        return None
+    agree, total = entry.get("loo_agree"), entry.get("loo_total")
+    if not all(isinstance(n, int) and not isinstance(n, bool) for n in (agree, total)) \
+            or not 0 <= agree <= total or total == 0:
+        return None
+    return agree, total
+
+
+def _subset_word(words: Mapping[str, str], held: Mapping[str, str], seed: str) -> str:
+    """A leave-one-seed-out subset's word as printed: the word, and why the premise gate
+    held it where it did ("INCONCLUSIVE (premise not shown)")."""
+    return words[seed] + (f" (premise {held[seed]})" if seed in held else "")
+
+
+def _question_loo(stability: Any) -> dict[str, tuple[int, int, dict, dict]]:
+    """Question id -> (subsets that agree, subsets, {seed: word}, {seed: why the premise
+    gate held it}) from a report's ``stability["questions"]``; an older report has none
+    ({}). Read from a report that came from elsewhere: an entry whose id is no string, or
+    whose counts are no whole numbers with 0 <= agree <= total and total > 0, is left
+    out; seeds and words that are no strings are dropped from the maps."""
     table = stability.get("questions") if isinstance(stability, Mapping) else None
     if not isinstance(table, Mapping):
         return {}
     out = {}
     for qid, entry in table.items():
-        if not isinstance(qid, str) or not isinstance(entry, Mapping):
+        counts = _loo_counts(entry)
+        if not isinstance(qid, str) or counts is None:
             continue
-        agree, total = entry.get("loo_agree"), entry.get("loo_total")
-        if not all(isinstance(n, int) and not isinstance(n, bool) for n in (agree, total)) \
-                or not 0 <= agree <= total or total == 0:
-            continue
-        words = entry.get("loo")
-        words = {k: v for k, v in words.items() if isinstance(k, str) and isinstance(v, str)
-                 } if isinstance(words, Mapping) else {}
-        out[qid] = (agree, total, words)
+        out[qid] = (*counts, _str_map(entry.get("loo")), _str_map(entry.get("held")))
     return out
+
+
+def _premise_loo_text(stability: Any) -> str:
+    """How the premise's own status fares in the leave-one-seed-out subsets (``stability
+    ["premise"]``), as a clause: "reproduced in 9 of 10 leave-one-seed-out subsets
+    (without seed 4: undecided), fragile"; where every subset agrees, "the same in all 10
+    leave-one-seed-out subsets"; "" where the report has none."""
+    prem = stability.get("premise") if isinstance(stability, Mapping) else None
+    counts = _loo_counts(prem)
+    if counts is None or not isinstance(prem.get("status"), str):
+        return ""
+    agree, total = counts
+    if agree == total:
+        return f"the same in all {total} leave-one-seed-out subsets"
+    words = _str_map(prem.get("loo"))
+    other = [(seed, w) for seed, w in words.items() if w != prem["status"]]
+    named = "; ".join(f"without seed {seed}: {w}" for seed, w in other[:3]) + (
+        f"; {len(other) - 3} more" if len(other) > 3 else "")
+    return (f"{prem['status']} in {agree} of {total} leave-one-seed-out subsets"
+            + (f" ({named})" if named else "")
+            + (", fragile" if prem.get("fragile") is True else ""))
 
 
 def _question_loo_line(stability: Any, qs: Iterable) -> str:
@@ -1305,13 +1351,13 @@ def _question_loo_line(stability: Any, qs: Iterable) -> str:
         if not isinstance(q, Mapping) or not isinstance(q.get("id"), str) \
                 or q["id"] not in loo or q.get("kind") == "measurement":
             continue
-        agree, total, words = loo[q["id"]]
+        agree, total, words, held = loo[q["id"]]
         if agree == total:
             alike.setdefault(total, []).append(f"`{q['id']}`")
             continue
         bit = f"`{q['id']}`: {agree} of {total} subsets give the same answer"
-        other = [(seed, w) for seed, w in words.items()
-                 if w.split(" (", 1)[0] != q.get("verdict")]
+        other = [(seed, _subset_word(words, held, seed)) for seed, w in words.items()
+                 if w != q.get("verdict")]
         if other:
             named = ", ".join(f"without seed {seed}: {w}" for seed, w in other[:3])
             bit += f" ({named}" + (f"; {len(other) - 3} more" if len(other) > 3 else "") + ")"
@@ -1471,7 +1517,8 @@ def _write_index(out_dir: Path, claims: Mapping[str, Claim]) -> Path:
             "(a part explaining it is INCONCLUSIVE where it does not reproduce; where the "
             "scales' reports disagree, each scale's status; 'estimate against the effect' "
             "marks an undecided one whose estimate lies on the other side of its rule's "
-            "margin, where more seeds are likelier to show it absent). Reachable: "
+            "margin, where more seeds are likelier to show it absent; '(fragile)' marks "
+            "a decided one that one left-out seed changes). Reachable: "
             "the verdicts the parts entering the claim's verdict can return (a derivation's "
             "verdict is a proof). Stability: leave-one-seed-out agreement and the flip "
             "distance of the closest decisive test; a decided verdict is fragile when one "

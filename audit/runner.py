@@ -1219,20 +1219,36 @@ def _decisive(verdict: Verdict, combination) -> list:
     return [p for p in entering if p.verdict == verdict.verdict]
 
 
-def _question_stability(asked: Mapping[str, str], q_loo: Mapping[str, Mapping]) -> dict:
+def _question_stability(asked: Mapping[str, str], q_loo: Mapping[str, Mapping],
+                        q_held: Mapping[str, Mapping] | None = None) -> dict:
     """Per question: how many leave-one-seed-out subsets give its full-data word, and
-    whether it is fragile (decided, and one subset disagrees); {} without subsets."""
+    whether it is fragile (decided, and one subset disagrees); {} without subsets.
+    ``q_held``: per question, {seed: why the premise gate held that subset's answer}
+    (``Part.held``), kept as ``held`` beside the words (a word is a word alone)."""
     out = {}
     for qid, word in asked.items():
         subsets = dict(q_loo.get(qid) or {})
         if not subsets:
             continue
-        # a subset's word may carry why the gate held it ("INCONCLUSIVE (premise not
-        # shown)"): the word itself is what agrees or not
-        agree = sum(w.split(" (", 1)[0] == word for w in subsets.values())
+        agree = sum(w == word for w in subsets.values())
         out[qid] = {"loo_agree": agree, "loo_total": len(subsets), "loo": subsets,
+                    "held": dict((q_held or {}).get(qid) or {}),
                     "fragile": word in ("CONFIRMED", "REFUTED") and agree < len(subsets)}
     return out
+
+
+def _premise_stability(premise: Any, subsets: Mapping[str, str]) -> dict | None:
+    """The premise's status in every leave-one-seed-out subset: ``{status, loo_agree,
+    loo_total, loo: {seed: status}, fragile}``, fragile where it is decided (reproduced or
+    not reproduced) and one left-out seed changes it; None without a premise or subsets.
+    A fragile premise is the paper's own effect resting on one seed: the parts it gates
+    are what it moves, and their questions' own subsets say by how much."""
+    if premise is None or not subsets:
+        return None
+    agree = sum(s == premise.status for s in subsets.values())
+    return {"status": premise.status, "loo_agree": agree, "loo_total": len(subsets),
+            "loo": dict(subsets),
+            "fragile": premise.status != "undecided" and agree < len(subsets)}
 
 
 def with_stability(claim: Claim, results: Mapping[RunSpec, Mapping], ctx: RunContext,
@@ -1248,8 +1264,10 @@ def with_stability(claim: Claim, results: Mapping[RunSpec, Mapping], ctx: RunCon
     Each question of the claim (``audit.questions.answers``, as the report answers them)
     is answered again from each subset's parts: ``stability["questions"]`` holds, per
     question that carries a verdict (no measurement), ``{loo_agree, loo_total, loo:
-    {seed: verdict}, fragile}``; a decided question that one left-out seed overturns is
-    fragile, and so is the claim's word (its own ``loo`` counts the claim's word alone)."""
+    {seed: verdict}, held: {seed: why the premise gate held it}, fragile}``; a decided
+    question that one left-out seed overturns is fragile, and so is the claim's word (its
+    own ``loo`` counts the claim's word alone). A claim with a premise gets
+    ``stability["premise"]`` (:func:`_premise_stability`): its status in every subset."""
     from audit import questions, stats
 
     seeds = tuple(ctx.seeds)
@@ -1262,6 +1280,8 @@ def with_stability(claim: Claim, results: Mapping[RunSpec, Mapping], ctx: RunCon
     except (KeyError, ValueError):  # questions its parts cannot answer: none checked
         asked = {}
     q_loo: dict[str, dict[str, str]] = {qid: {} for qid in asked}
+    q_held: dict[str, dict[str, str]] = {qid: {} for qid in asked}
+    premise_loo: dict[str, str] = {}
     if claim.decide is not None and claim.stochastic and len(seeds) >= 3:
         # the claim's decide must decide as its analyse did, or the stability check below
         # would describe another verdict: checked on all the seeds of every analysis
@@ -1290,20 +1310,29 @@ def with_stability(claim: Claim, results: Mapping[RunSpec, Mapping], ctx: RunCon
                     loo[str(s)] = f"error: {type(exc).__name__}"
                     for qid in q_loo:
                         q_loo[qid][str(s)] = loo[str(s)]
+                    if verdict.premise is not None:
+                        premise_loo[str(s)] = loo[str(s)]
                     continue
-                # a word the premise gate held says so: a left-out seed that leaves the
-                # premise unshown is another story than one that moves the part's test
+                if verdict.premise is not None:
+                    premise_loo[str(s)] = premise.status if premise is not None else \
+                        "error: no premise"
+                # why the premise gate held a subset's answer, kept beside its word: a
+                # left-out seed that leaves the premise unshown is another story than
+                # one that moves the part's test
                 held = {p.id: p.held for p in v.parts if p.held}
                 try:  # each question answered from this subset's parts
-                    sub_words = {a["id"]: str(a["verdict"]) + next(
-                        (f" (premise {held[pid]})" for pid in a.get("parts", ())
-                         if a["verdict"] == "INCONCLUSIVE" and pid in held), "")
-                        for a in questions.answers(claim, v.parts, None, sub_ctx.scale)}
+                    answered = questions.answers(claim, v.parts, None, sub_ctx.scale)
                 except (KeyError, ValueError) as exc:
-                    sub_words = {}
+                    answered = []
                     missing = f"error: {type(exc).__name__}"
                 else:
                     missing = "error: not answered"
+                sub_words = {a["id"]: str(a["verdict"]) for a in answered}
+                for a in answered:
+                    why = next((held[pid] for pid in a.get("parts", ())
+                                if a["verdict"] == "INCONCLUSIVE" and pid in held), "")
+                    if why and a["id"] in q_held:
+                        q_held[a["id"]][str(s)] = why
                 for qid in q_loo:
                     q_loo[qid][str(s)] = sub_words.get(qid, missing)
     agree = sum(v == verdict.verdict.value for v in loo.values())
@@ -1311,7 +1340,7 @@ def with_stability(claim: Claim, results: Mapping[RunSpec, Mapping], ctx: RunCon
     flip_part = min(decisive, key=lambda p: p.flip, default=None)
     fragile_parts = [p.id for p in _decisive(verdict, claim.combination) if p.fragile]
     decided = verdict.verdict != Outcome.INCONCLUSIVE
-    by_question = _question_stability(asked, q_loo)
+    by_question = _question_stability(asked, q_loo, q_held)
     # a decided word is fragile where a part it rests on is, where one left-out seed
     # changes it, or where one changes a decided question it summarises
     fragile = decided and (bool(fragile_parts) or (bool(loo) and agree < len(loo))
@@ -1325,6 +1354,8 @@ def with_stability(claim: Claim, results: Mapping[RunSpec, Mapping], ctx: RunCon
         "fragile_parts": fragile_parts,
         "fragile": bool(fragile),
         "questions": by_question,
+        **({"premise": p_stab} if (p_stab := _premise_stability(verdict.premise,
+                                                                 premise_loo)) else {}),
     }
     return dataclasses.replace(verdict, stability=stability)
 

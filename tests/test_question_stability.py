@@ -217,11 +217,22 @@ def test_a_subset_whose_premise_goes_unshown_says_the_gate_held_it(toy, tmp_path
                                 questions=qs, combination=questions.combination(qs))
     res = execute(claim, make_context(claim, "smoke"), cache=Cache(tmp_path / "c"),
                   progress=False)
-    lead = res.verdict.stability["questions"]["lead-q"]
-    assert lead["loo"][str(CARRIER)] == "INCONCLUSIVE (premise not shown)"
+    st = res.verdict.stability
+    lead = st["questions"]["lead-q"]
+    # the word is a word alone; why the gate held it is its own field
+    assert lead["loo"][str(CARRIER)] == "INCONCLUSIVE"
+    assert lead["held"] == {str(CARRIER): "not shown"}
+    assert st["questions"]["gain-q"]["held"] == {}
     assert (lead["loo_agree"], lead["loo_total"], lead["fragile"]) == (7, 8, True)
+    # the premise's own subsets: reproduced in 7 of 8, so the premise is fragile
+    prem = st["premise"]
+    assert prem["status"] == "reproduced"
+    assert prem["loo"][str(CARRIER)] == "undecided"
+    assert (prem["loo_agree"], prem["loo_total"], prem["fragile"]) == (7, 8, True)
     md = report.render_markdown(report.to_json(res))
     assert f"without seed {CARRIER}: INCONCLUSIVE (premise not shown)" in md
+    assert (f"reproduced in 7 of 8 leave-one-seed-out subsets (without seed {CARRIER}: "
+            f"undecided), fragile") in md
 
 
 def test_a_claim_word_no_seed_moves_is_fragile_where_a_question_it_sums_up_is(
@@ -266,3 +277,24 @@ def test_the_headline_index_cell_and_stability_line_name_the_question_a_seed_mov
     assert "8 of 8 subsets give the same verdict (the questions' own answers hold in " \
            "fewer: `lead-q` in 7 of 8" in line
     assert report._stability_cell(data).startswith("LOO 8/8 (question `lead-q` 7/8)")
+
+
+def test_the_premise_s_own_subsets_are_read_defensively_and_marked_in_the_index():
+    """``stability["premise"]`` comes from a report read from elsewhere: malformed counts
+    or maps give no line; a fragile premise is marked in the index's premise cell."""
+    good = {"premise": {"status": "reproduced", "loo_agree": 9, "loo_total": 10,
+                        "loo": {"4": "undecided", **{str(s): "reproduced" for s in range(10)
+                                                     if s != 4}}, "fragile": True}}
+    assert report._premise_loo_text(good) == (
+        "reproduced in 9 of 10 leave-one-seed-out subsets (without seed 4: undecided), "
+        "fragile")
+    same = {"premise": {**good["premise"], "loo_agree": 10, "fragile": False}}
+    assert report._premise_loo_text(same) == "the same in all 10 leave-one-seed-out subsets"
+    for bad in (None, [], {"premise": "x"}, {"premise": {"status": 3, "loo_agree": 1,
+                                                          "loo_total": 1}},
+                {"premise": {**good["premise"], "loo_agree": 11}},
+                {"premise": {**good["premise"], "loo_total": True}}):
+        assert report._premise_loo_text(bad) == ""
+    data = {"premise": {"status": "reproduced", "effect": "e"}, "stability": good}
+    assert report._premise_cell(data) == "reproduced (fragile)"
+    assert report._premise_cell({**data, "stability": same}) == "reproduced"
