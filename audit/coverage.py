@@ -252,18 +252,20 @@ def _entry_verdict(data: Mapping, ref: str | None, claim=None) -> str | None:
     return None
 
 
-def _entry_ungated(data: Mapping, ref: str | None, claim=None) -> str:
-    """What question ``ref``'s comparisons alone said where the premise gate held it
-    INCONCLUSIVE in one report ("" where nothing was overridden)."""
+def _entry_ungated(data: Mapping, ref: str | None, claim=None) -> tuple[str, str]:
+    """(what question ``ref``'s comparisons alone said where the premise gate held it
+    INCONCLUSIVE in one report, "" where nothing was overridden; what its decided word
+    rests on where less than the question asks, ``basis``, "" where nothing is said)."""
     from audit import questions
 
     if ref is None:
-        return ""
+        return "", ""
     for q in questions.of_report(data, claim):
         if q.get("id") == ref:
-            word = q.get("ungated")
-            return str(word) if word in questions.UNGATED_WORDS else ""
-    return ""
+            word, basis = q.get("ungated"), q.get("basis")
+            return (str(word) if word in questions.UNGATED_WORDS else "",
+                    basis if isinstance(basis, str) else "")
+    return "", ""
 
 
 def _verdict(claim, ref: str | None, out: Path) -> tuple[str, str | None]:
@@ -286,6 +288,7 @@ def _verdict_needs(claim, ref: str | None, out: Path
     found: dict[str, str] = {}
     needs: dict[str, str] = {}
     alone: dict[str, str] = {}  # scale -> the word the premise gate overrode, if any
+    basis: dict[str, str] = {}  # scale -> what the shown decided word rests on, if said
     older: dict[str, str] = {}  # scale -> the commit of a report by earlier claim code
     frail: set[str] = set()  # the scales whose report marks the question fragile
     left_out: list[str] = []  # what a scale's report is, where it gives no verdict
@@ -312,7 +315,7 @@ def _verdict_needs(claim, ref: str | None, out: Path
         scale = str(data.get("scale"))
         if scale not in found:
             older[scale] = report.earlier_code(data, claim)
-            alone[scale] = _entry_ungated(data, ref, claim)
+            alone[scale], basis[scale] = _entry_ungated(data, ref, claim)
             if ref is not None and ref in report._fragile_questions(data, claim):
                 frail.add(scale)  # decided, and one seed or one left-out seed moves it
         found.setdefault(scale, v)
@@ -333,7 +336,8 @@ def _verdict_needs(claim, ref: str | None, out: Path
     need = (next(iter(needs.values())) if len(needs) == 1 and len(found) == 1 else
             "; ".join(f"{s}: {n}" for s, n in needs.items()))
     def shown(s: str, v: str) -> str:
-        return questions.gated_text(v, alone.get(s)) + (" (fragile)" if s in frail else "")
+        return questions.gated_text(v, alone.get(s), basis.get(s)) + (
+            " (fragile)" if s in frail else "")
 
     if len(found) == 1:
         scale, v = next(iter(found.items()))

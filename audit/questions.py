@@ -189,13 +189,20 @@ def answer(question: Question, parts: Mapping[str, Part | Mapping],
     if question.kind == "measurement":
         verdict = MEASURED
         alone = ""
+    # what the shown decided word rests on, where its parts say it is less than the
+    # question asks (``Part.basis``): the bases of the parts whose own word it is
+    shown = alone if verdict == "INCONCLUSIVE" and alone else verdict
+    basis = "; ".join(dict.fromkeys(
+        str(get(p, "basis")) for p, w in zip(mine, own_words)
+        if get(p, "basis") and w == shown and shown in ("CONFIRMED", "REFUTED")))
     return {"id": question.id, "asks": question.asks, "fields": list(question.fields),
             "parts": list(question.parts), "kind": question.kind, "verdict": verdict,
             "reason": reason, "needs": needs, "caveat": caveat, "rows": rows,
             "scale": scale, "gated": any(bool(get(p, "gated")) for p in mine),
             # settings split: rows DECIDED both ways (an undecided row contradicts none)
             "settings_split": {"CONFIRMED", "REFUTED"} <= {r["verdict"] for r in rows},
-            **({"ungated": alone} if alone and alone != verdict else {})}
+            **({"ungated": alone} if alone and alone != verdict else {}),
+            **({"basis": basis} if basis else {})}
 
 
 def _diverged_answer(question: Question, part: Part | Mapping, scale: str) -> dict:
@@ -308,19 +315,24 @@ def headline_text(answers_: Sequence[Mapping]) -> str:
 UNGATED_WORDS = ("CONFIRMED", "REFUTED", "SPLIT")
 
 
-def gated_text(word: str, ungated: object) -> str:
+def gated_text(word: str, ungated: object, basis: object = "") -> str:
     """A question's word, with what its comparisons alone said where the premise gate
     overrode them: "INCONCLUSIVE (gated; the comparison alone: REFUTED)". Only an
-    INCONCLUSIVE word carries one, and only one of :data:`UNGATED_WORDS`."""
-    return word + gated_suffix(word, ungated)
+    INCONCLUSIVE word carries one, and only one of :data:`UNGATED_WORDS`. ``basis``
+    (the answer's ``basis``): what a decided word rests on where it is less than the
+    question asks, added to it: "REFUTED (on the cosine alone)", "INCONCLUSIVE (gated;
+    the comparison alone: REFUTED, on the cosine alone)"."""
+    return word + gated_suffix(word, ungated, basis)
 
 
-def gated_suffix(word: str, ungated: object) -> str:
-    """What :func:`gated_text` adds after ``word``: "" unless ``word`` is INCONCLUSIVE
-    and ``ungated`` one of :data:`UNGATED_WORDS` (for a cell that styles the word)."""
+def gated_suffix(word: str, ungated: object, basis: object = "") -> str:
+    """What :func:`gated_text` adds after ``word`` (for a cell that styles the word)."""
+    basis = f", {basis}" if isinstance(basis, str) and basis else ""
+    if word in ("CONFIRMED", "REFUTED") and basis:
+        return f" ({basis[2:]})"
     if word != "INCONCLUSIVE" or ungated not in UNGATED_WORDS:
         return ""
-    return f" (gated; the comparison alone: {ungated})"
+    return f" (gated; the comparison alone: {ungated}{basis if ungated != 'SPLIT' else ''})"
 
 
 def across_scales(by_scale: Mapping[str, Sequence[Mapping]]) -> list[dict]:
@@ -337,12 +349,15 @@ def across_scales(by_scale: Mapping[str, Sequence[Mapping]]) -> list[dict]:
                 continue
             row = table.setdefault(a["id"], {"id": a["id"], "asks": a.get("asks", ""),
                                              "kind": a.get("kind", ""), "by_scale": {},
-                                             "caveats": {}, "reasons": {}, "ungated": {}})
+                                             "caveats": {}, "reasons": {}, "ungated": {},
+                                             "basis": {}})
             if a["id"] not in order:
                 order.append(a["id"])
             row["by_scale"][scale] = str(a.get("verdict"))
             if a.get("ungated") in UNGATED_WORDS:  # the gate's overridden word
                 row["ungated"][scale] = str(a["ungated"])
+            if isinstance(a.get("basis"), str) and a["basis"]:
+                row["basis"][scale] = a["basis"]
             if a.get("reason"):
                 row["reasons"][scale] = " ".join(str(a["reason"]).split())
             if a.get("caveat"):

@@ -659,7 +659,8 @@ def question_section(data: Mapping, lock_txt: str = "",
         rows.append([f"`{q['id']}`: {q.get('asks', '')}", kind,
                      f"**{q['verdict']}**" + (" (fragile)" if q["id"] in frail else "")
                      + (" (settings split)" if q.get("settings_split") else "")
-                     + questions.gated_suffix(str(q.get("verdict")), q.get("ungated")),
+                     + questions.gated_suffix(str(q.get("verdict")), q.get("ungated"),
+                                              q.get("basis")),
                      data["scale"], fields or "—",
                      ", ".join(f"`{p}`" for p in q.get("parts", [])), decide or "—"])
         for r in q.get("rows", []):
@@ -1398,7 +1399,8 @@ def question_rows(out_dir: Path, claims: Mapping) -> tuple[list[str], list[list]
             for s in scales:
                 v = _inert(q["by_scale"].get(s))
                 if v is not None:
-                    v = questions.gated_text(v, _inert(q.get("ungated", {}).get(s)))
+                    v = questions.gated_text(v, _inert(q.get("ungated", {}).get(s)),
+                                             _inert(q.get("basis", {}).get(s)))
                 if v is not None and q["id"] in fragile.get(s, ()):
                     v += " (fragile)"
                 if v is not None and older.get(s) and split:

@@ -136,7 +136,10 @@ class Part:
     ``alpha_share``: the share of the claim's alpha the part's rule was applied at (1/k
     for a Bonferroni share of k); None when not declared. A union path of
     :func:`all_of` / :func:`any_of` counts a part only at a share of at most 1/k
-    (docs/STATISTICS.md, "Claims of several parts").
+    (docs/STATISTICS.md, "Claims of several parts"). ``basis``: where a decided word
+    rests on less than the part's question asks (one of two criteria), a short phrase
+    saying on what ("on the middle-layer cosine alone"); it travels with the word, also
+    the ``ungated`` one; "" otherwise.
     """
 
     id: str
@@ -155,6 +158,7 @@ class Part:
     # (the premise not reproduced, or undecided); "" where nothing was overridden
     ungated: str = ""
     held: str = ""  # one of HELD_BY_PREMISE, or ""
+    basis: str = ""
 
     @property
     def fragile(self) -> bool:
@@ -170,6 +174,7 @@ class Part:
                 "fragile": self.fragile, "gated": self.gated,
                 "alpha_share": _clean(self.alpha_share),
                 **({"ungated": self.ungated} if self.ungated else {}),
+                **({"basis": self.basis} if self.basis else {}),
                 "held": self.held}
 
     @classmethod
@@ -180,7 +185,8 @@ class Part:
                    reachable=tuple(d.get("reachable", ALL_OUTCOMES)),
                    flip=d.get("flip"), resolution=d.get("resolution"), unit=d.get("unit", ""),
                    gated=bool(d.get("gated", False)), alpha_share=d.get("alpha_share"),
-                   ungated=str(d.get("ungated") or ""), held=held_of(d))
+                   ungated=str(d.get("ungated") or ""), held=held_of(d),
+                   basis=str(d.get("basis") or ""))
 
 
 PREMISE_STATUSES = ("reproduced", "not reproduced", "undecided")
@@ -374,7 +380,8 @@ class Rule:
     ``decide`` takes the evidence (whatever the claim's analysis passes, usually a mapping
     of estimates or per-seed arrays) and returns ``(outcome, reason, needs)`` or
     ``(outcome, reason, needs, info)`` with ``info`` a mapping that may hold ``flip``,
-    ``resolution``, ``unit`` and ``alpha_share`` (see :class:`Part`).
+    ``resolution``, ``unit``, ``alpha_share`` and ``basis`` (see :class:`Part`; a basis
+    is kept only with a decided outcome).
 
     ``text`` is the printed rule. It may hold ``{name}`` fields: call the rule with
     ``params={...}`` (the very values the decision used: margins, alpha, n) and the
@@ -421,7 +428,9 @@ class Rule:
                     needs=needs if outcome == Outcome.INCONCLUSIVE else "", kind=self.kind,
                     reachable=tuple(self.reachable), flip=info.get("flip"),
                     resolution=info.get("resolution"), unit=info.get("unit", ""),
-                    alpha_share=info.get("alpha_share"))
+                    alpha_share=info.get("alpha_share"),
+                    basis=str(info.get("basis") or "") if outcome != Outcome.INCONCLUSIVE
+                    else "")
 
 
 @dataclass(frozen=True)

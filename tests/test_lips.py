@@ -646,11 +646,17 @@ def test_full_reviewer_test_needs_accuracy_and_cosine():
     # CONFIRMED: one control matches on both (accuracy equivalent, cosine equivalent)
     p = RULE_BOTH({"a": _tw(TIE), "b": _tw(UP)}, {"a": c_same, "b": c_same}, True, True)
     assert p.verdict == O.CONFIRMED
-    # accuracy matches but the cosine stays higher: not a match; LIPS beats it -> REFUTED
+    assert p.basis == ""  # a match is on both criteria by definition
+    # accuracy matches but the cosine stays higher: not a match; LIPS beats it -> REFUTED,
+    # and the word says it rests on the cosine alone
     p = RULE_BOTH({"a": _tw(TIE)}, {"a": c_higher}, True, True)
-    assert p.verdict == O.REFUTED
-    # REFUTED also when LIPS wins on accuracy even if the cosine matches
-    assert RULE_BOTH({"a": _tw(UP)}, {"a": c_same}, True, True).verdict == O.REFUTED
+    assert p.verdict == O.REFUTED and p.basis.startswith("on the middle-layer cosine alone")
+    # REFUTED also when LIPS wins on accuracy even if the cosine matches: on accuracy alone
+    p = RULE_BOTH({"a": _tw(UP)}, {"a": c_same}, True, True)
+    assert p.verdict == O.REFUTED and p.basis == "on accuracy alone"
+    # beaten on accuracy by one control and on the cosine by another: no single basis
+    p = RULE_BOTH({"a": _tw(UP), "b": _tw(TIE)}, {"a": c_same, "b": c_higher}, True, True)
+    assert p.verdict == O.REFUTED and p.basis == ""
     # INCONCLUSIVE: accuracy equivalent, cosine equivalence without cosine sensitivity
     p = RULE_BOTH({"a": _tw(TIE)}, {"a": _cos_tw(TIE / 100, sensitive=False)}, True, False)
     assert p.verdict == O.INCONCLUSIVE and "no assay sensitivity on cosine" in p.reason

@@ -68,6 +68,26 @@ def test_carry_over_falsifier_reaches_each_outcome():
         Outcome.INCONCLUSIVE
 
 
+def test_a_carry_over_refutation_no_arm_could_escape_says_so():
+    """Where no arm of the run comes m above literal (the release's rule included), a gap
+    under m was the only outcome the setting allowed: the REFUTED carries that beside its
+    word (``Part.basis``) and in its reason; an arm m above literal leaves it plain."""
+    rng = np.random.default_rng(3)
+    lit = rng.normal(0.5, 0.01, 12)
+    same = lit + rng.normal(0, 0.002, 12)
+    params = {"n": 12, "rule": "r", "margin": "0.054"}
+    boxed = fmz.RULE_CARRY({**_carry_ev(same, lit), "headroom": ("as-released", 0.039)},
+                           params=params)
+    assert boxed.verdict == Outcome.REFUTED
+    assert boxed.basis == "no arm here is 0.054 above literal (largest: as-released +0.039)"
+    assert "the only outcome this setting allowed" in boxed.reason
+    free = fmz.RULE_CARRY({**_carry_ev(same, lit), "headroom": ("as-released", 0.08)},
+                          params=params)
+    assert free.verdict == Outcome.REFUTED and free.basis == ""
+    assert "only outcome" not in free.reason
+    assert fmz.RULE_CARRY(_carry_ev(same, lit), params=params).basis == ""  # not given
+
+
 def test_head_size_is_a_measurement_that_says_whether_s_matters():
     one = fmz.RULE_HEAD({"rows": [("base", 1, 0.12, "CONFIRMED", "")]})
     assert one.verdict == Outcome.INCONCLUSIVE and "no head-size sweep" in one.reason

@@ -372,3 +372,34 @@ def test_the_index_premise_cell_reads_only_a_report_that_is_there(tmp_path):
     assert report._premise_cell(data, out, "flayer-masked-zero") == "reproduced"
     report.write_index(out, claims.registry())  # no row is "report unreadable"
     assert "report unreadable" not in (out / "README.md").read_text()
+
+
+def test_a_word_that_rests_on_less_than_its_question_asks_says_on_what():
+    """``Part.basis`` (a rule's ``info``): kept with a decided word only, through the
+    premise gate (beside the ``ungated`` word) and the report's JSON; the question's answer
+    carries it, and every page's word shows it."""
+    from audit.verdict import Premise, Rule, premise_gate
+
+    def decide(word):
+        return word, "toy", "more seeds", {"basis": "on the cosine alone"}
+
+    rule = Rule("accuracy", "a toy rule", decide)
+    assert rule("INCONCLUSIVE").basis == ""  # an undecided word rests on nothing
+    refuted = rule("REFUTED")
+    assert refuted.basis == "on the cosine alone"
+    assert Part.from_dict(refuted.to_dict()) == refuted
+    a = questions.answer(EXPERIMENT, {"accuracy": refuted})
+    assert (a["verdict"], a["basis"]) == ("REFUTED", "on the cosine alone")
+    assert questions.gated_text(a["verdict"], a.get("ungated"), a["basis"]) == \
+        "REFUTED (on the cosine alone)"
+    held = premise_gate(refuted, Premise("x", "undecided", ""))
+    a = questions.answer(EXPERIMENT, {"accuracy": held.to_dict()})
+    assert (a["verdict"], a["ungated"], a["basis"]) == ("INCONCLUSIVE", "REFUTED",
+                                                       "on the cosine alone")
+    assert questions.gated_text(a["verdict"], a["ungated"], a["basis"]) == (
+        "INCONCLUSIVE (gated; the comparison alone: REFUTED, on the cosine alone)")
+    # no basis, or one that is not text (a report from elsewhere): the word alone
+    assert questions.gated_text("REFUTED", None, "") == "REFUTED"
+    assert questions.gated_text("REFUTED", None, ["x"]) == "REFUTED"
+    plain = questions.answer(EXPERIMENT, {"accuracy": _part("accuracy", "REFUTED")})
+    assert "basis" not in plain

@@ -92,8 +92,16 @@ def _guarded(ev: Mapping[str, Any], reason: str, missed: str, needs_more):
         needs = "seeds or a setting that detect a gap of the margin's size"
     elif out == Outcome.INCONCLUSIVE:
         needs = needs_more(tw)
+    basis = ""
+    head = ev.get("headroom")  # (arm, its mean lead over literal): the run's largest
+    if out == Outcome.REFUTED and head is not None and head[1] < tw.margin:
+        # no arm of the run comes m above literal, the paper's own fix included: "less
+        # than m" was the only outcome this setting allowed, whatever the zeros do
+        basis = D.NO_HEADROOM.format(margin=tw.margin, arm=head[0], lead=head[1])
+        reason += " " + D.NO_HEADROOM_REASON.format(margin=tw.margin, arm=head[0],
+                                                    lead=head[1])
     return out, reason, needs, {"flip": tw.flip, "resolution": ev["resolution"],
-                                "unit": "accuracy"}
+                                "unit": "accuracy", "basis": basis}
 
 
 def _decide_collapse(ev: Mapping[str, Any]):
@@ -322,6 +330,10 @@ def evidence(results: Mapping[RunSpec, Mapping], ctx: RunContext) -> dict[str, A
 
     # ---- collapse (base setting)
     best = max(corrected, key=lambda a: float(pers[a].mean()))
+    # the largest mean lead over literal of any arm run (as released and FedAvg too):
+    # where it is under m, a REFUTED of either comparison says so beside its word
+    leads = {a: float(np.mean(pers[a] - pers["literal"])) for a in pers if a != "literal"}
+    headroom = max(leads.items(), key=lambda kv: kv[1]) if leads else None
     tw, sens_ok, sens_txt = compare(best, pers[best], pers["literal"], alpha_k)
 
     # ---- sweeps (same rule, same alpha/k; reported, not in the verdict)
@@ -388,7 +400,7 @@ def evidence(results: Mapping[RunSpec, Mapping], ctx: RunContext) -> dict[str, A
     speaks = D.SPEAKS.format(model=cfg["model"], cpr=cpr_base, n_clients=cfg["n_clients"],
                              alpha=cfg["alpha"]) + sweeps_said(sweep_out)
     ev_c = {"three_way": tw, "best": best, "sensitive": sens_ok, "sensitivity": sens_txt,
-            "resolution": resolution,
+            "resolution": resolution, "headroom": headroom,
             "sweep": D.SWEEPS.format(rows="; ".join(sweep_txt), speaks=speaks)}
     params = {"n": tw.n, "k": k, "margin": f"{margin:g}", "rule": tw.text(),
               "setting": f"{cfg['model']}, {cfg['n_clients']} clients, {cpr_base} per "
@@ -396,7 +408,8 @@ def evidence(results: Mapping[RunSpec, Mapping], ctx: RunContext) -> dict[str, A
     part_c = premise_gate(RULE_COLLAPSE(ev_c, params=params), premise)
     tw_co, co_sens, co_txt = compare("carry-over", pers["carry-over"], pers["literal"], alpha)
     part_co = premise_gate(RULE_CARRY({"three_way": tw_co, "sensitive": co_sens,
-                                       "sensitivity": co_txt, "resolution": resolution},
+                                       "sensitivity": co_txt, "resolution": resolution,
+                                       "headroom": headroom},
                                       params={"n": tw_co.n, "rule": tw_co.text(),
                                               "margin": f"{margin:g}"}), premise)
     tw_g = stats.three_way(glob[best], glob["literal"], margin=margin,

@@ -291,8 +291,15 @@ def _decide_both(tw_acc: Mapping[str, Any], tw_cos: Mapping[str, Any], sensitive
         for c, tw in d_.items() if tw.outcome == "INCONCLUSIVE" and tw.seeds_needed],
         needs_seeds=D.NEEDS_SEEDS, needs_other=D.NEEDS_OTHER)
     flips = [tw.flip for tw in tw_acc.values() if tw.flip is not None]
+    # a REFUTED that no control's accuracy (or no control's cosine) took part in rests
+    # on the other criterion alone: said beside the word wherever it is shown
+    on_acc = any(tw.outcome == "SUPPORTED" for tw in tw_acc.values())
+    on_cos = any(tw.outcome == "SUPPORTED" for tw in tw_cos.values())
+    basis = (D.BOTH_BASIS_COSINE if on_cos and not on_acc else
+             D.BOTH_BASIS_ACCURACY if on_acc and not on_cos else "")
     return out, reason, needs, {"flip": min(flips) if flips else None,
-                                "resolution": resolution, "unit": "points"}
+                                "resolution": resolution, "unit": "points",
+                                "basis": basis if out == Outcome.REFUTED else ""}
 
 
 def _family_rule(part: str) -> Rule:

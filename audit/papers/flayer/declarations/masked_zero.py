@@ -120,6 +120,13 @@ STRUCTURAL_ESTIMATES = (
 )
 
 #: the preface of a refutation turned INCONCLUSIVE for want of assay sensitivity
+#: beside a REFUTED where no arm of the run comes m above literal (``Part.basis``), and
+#: the sentence its reason gains
+NO_HEADROOM = "no arm here is {margin:g} above literal (largest: {arm} {lead:+.3f})"
+NO_HEADROOM_REASON = (
+    "No arm of this run, the release's server rule and FedAvg included, is m = {margin:g} "
+    "above literal (the largest mean lead: {arm} {lead:+.3f}), so a gap under m was the "
+    "only outcome this setting allowed: it says nothing about the zeros alone here.")
 NOT_SENSITIVE = ("the comparison alone would refute the reviewer, but the setting has no "
                  "assay sensitivity at the margin's scale{missed}: {reason}")
 

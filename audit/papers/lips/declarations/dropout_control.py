@@ -266,6 +266,10 @@ BOTH_TEXT = (
     "FedBN with its middle layers frozen after round f told apart from FedBN (its cosine "
     "higher, SUPPORTED) at this alpha. Caveat, as in middle-cosine: pruning and noise "
     "lower the cosine by changing the weights after aggregation. Gated by the premise.")
+#: what a REFUTED of controls-match-both rests on where one criterion alone decided it
+#: (``Part.basis``): the cosine one is the criterion pruning and noise move by design
+BOTH_BASIS_COSINE = "on the middle-layer cosine alone, which pruning and noise lower by design"
+BOTH_BASIS_ACCURACY = "on accuracy alone"
 
 # ------------------------------------------------------ what the decisions say (templates)
 NO_SENSITIVITY_FAMILY = ("no assay sensitivity at the margin's scale (the planted handicap "
@@ -378,7 +382,7 @@ COMBINATION_TEXT = ("the parts explaining LIPS's gain are INCONCLUSIVE where tha
 # -------------------------------------------------------------- notes and findings
 NOTE_PREMISE = (
     "Premise (LIPS beats FedBN): {status}. {reason} Where it is not reproduced, the parts "
-    "that explain LIPS's gain (regularisation-controls, layer-targeting, random-mask) are "
+    "that explain LIPS's gain ({gated}) are "
     "INCONCLUSIVE with 'premise not reproduced at this scale' (or 'not shown', where the "
     "premise is undecided), whatever their comparisons say (each comparison's own outcome stays in its reason and in the comparisons table).")
 NOTE_SETTING = (

@@ -16,7 +16,7 @@ from audit.claims import Analysis, Figure, RunContext, RunSpec, Table
 from audit.papers.lips.declarations import dropout_control as D
 from audit.papers.lips.declarations.dropout_control import ARMS, CONTROLS, N_COMPARISONS
 from audit.papers.lips.declarations.dropout_control import COS_MARGIN
-from audit.questions import Finding
+from audit.questions import MEASURED, Finding
 from audit.verdict import Estimate
 
 ARM_NAMES = tuple(a.name for a in ARMS)
@@ -237,7 +237,8 @@ def analysis(ev: Mapping[str, Any], results: Mapping[RunSpec, Mapping],
     mdes = ", ".join(f"{c}: {tw.mde:.2f}" for c, tw in cmp.items() if tw.mde is not None)
     where = "above" if at_last.low > 0 else "below" if at_last.high < 0 else "around"
     notes = (
-        D.NOTE_PREMISE.format(status=premise.status, reason=premise.reason),
+        D.NOTE_PREMISE.format(status=premise.status, reason=premise.reason,
+                              gated=", ".join(p.id for p in parts if p.gated)),
         D.NOTE_SETTING.format(n_clients=cfg["n_clients"], n_train=cfg["n_train"],
                               alpha=cfg["alpha"], rounds=R, n_test=cfg["n_test"],
                               n_test_seed=n_test, resolution=resolution),
@@ -246,7 +247,8 @@ def analysis(ev: Mapping[str, Any], results: Mapping[RunSpec, Mapping],
                           detected=D.DETECTED[sensitive], a_side=a_side,
                           detected_side=D.DETECTED[sens_side], mdes=mdes or D.NO_MDES),
         _note_gain(at_last, where=D.GAIN_WHERE[where], decided="; ".join(
-            f"{p.id}: {p.verdict.value}" for p in parts)),
+            f"{p.id}: {MEASURED if p.kind == 'measurement' else p.verdict.value}"
+            for p in parts)),
         D.NOTE_TUNING,
         _note_inertia(stats.mean_interval(cos_final["fedbn"]),
                       _paired(acc["fedbn-freeze-middle"], acc["fedbn"]),
