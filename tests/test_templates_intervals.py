@@ -198,6 +198,11 @@ def test_genefl_selection_prints_no_point_and_no_infinite_interval(ci, n, says):
           "n_seeds": n, "j_stable": 0.5, "j_size": 0.5, "j_stable_ci": ci, "j_size_ci": ci}
     _, reason, _ = G._selection_decide(ev)
     assert f"= 0.500 ({says})," in _honest(reason)
+    assert reason.count(f"= 0.500 ({says}),") == 2 and "t interval" not in reason
+    # one real interval: the label goes with it alone
+    _, mixed, _ = G._selection_decide({**ev, "j_stable_ci": (0.4, 0.6)})
+    assert "= 0.500 [0.400, 0.600] (95% t interval over" in mixed
+    assert mixed.count("t interval") == 1 and f"smallest) = 0.500 ({says})," in mixed
 
 
 @pytest.mark.parametrize("est", [_flat(), _nan()], ids=["no-spread", "nan"])
