@@ -75,10 +75,13 @@ def premise(effect: str, tw: stats.ThreeWay, *, rule: str | None = None,
     """The paper's effect decided by the three-way outcome ``tw`` of "method beats baseline".
 
     The reason reads ``"<rule>: <tw.reason>"`` followed by ``note``; ``rule`` defaults to
-    the rule as applied (``tw.text()``)."""
+    the rule as applied (``tw.text()``). Where the undecided reason says which way more
+    seeds would decide it, the premise's word for that outcome follows the reason."""
+    reads = (f' As a premise, {tw.seeds_decide} reads "{PREMISE_STATUS[tw.seeds_decide]}".'
+             if tw.seeds_decide else "")
     return Premise(effect, PREMISE_STATUS[tw.outcome],
-                   f"{tw.text() if rule is None else rule}: {tw.reason}{note}", estimate,
-                   leans=premise_leans(tw))
+                   f"{tw.text() if rule is None else rule}: {tw.reason}{reads}{note}",
+                   estimate, leans=premise_leans(tw))
 
 
 def premise_leans(*tws: stats.ThreeWay) -> str:

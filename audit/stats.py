@@ -406,6 +406,14 @@ class ThreeWay:
         """The rule as applied, generated from the parameters that decided it."""
         return three_way_text(self.margin, self.equivalence_margin, self.alpha, self.n)
 
+    @property
+    def seeds_decide(self) -> str | None:
+        """The outcome the INCONCLUSIVE reason's seed count is for (the side of mean -
+        margin the simulation decides, :func:`_rule_power`): "SUPPORTED" above the margin,
+        "FALSIFIED" below it (wrong side); None where decided or no count is named."""
+        return (_decides_as(float(self.difference.mean) - float(self.margin))
+                if self.outcome == "INCONCLUSIVE" and self.difference.sd > 0 else None)
+
     def seeds_phrase(self, unit: str = "seeds") -> str:
         """``seeds_needed`` in words with ``unit`` ("18 pairs"), "" where None. Where the
         estimate is no more than the pairs run (this sample did not decide, though a
@@ -415,6 +423,15 @@ class ThreeWay:
             return ""
         return f"{self.seeds_needed} {unit}" + (
             f" ({_short_text(self.n, self.power)})" if self.seeds_needed <= self.n else "")
+
+
+def _decides_as(effect: float) -> str | None:
+    """The outcome the simulated seed counts are for at distance ``effect`` = mean -
+    margin: the rule decides on the side of its sign (SUPPORTED above, FALSIFIED wrong
+    side below; the equivalence branch is not simulated). None at 0 or not finite."""
+    if not math.isfinite(effect) or effect == 0.0:
+        return None
+    return "SUPPORTED" if effect > 0 else "FALSIFIED"
 
 
 def _short_text(n: int, power: float) -> str:
@@ -1147,16 +1164,19 @@ def three_way(
             needed = max(needed, math.ceil(need * n / differ))
     effect = diff.mean - margin
     gap = f"the observed distance {_g(effect)} of mean(A - B) from the margin {_g(margin)}"
+    as_txt = {"SUPPORTED": " as SUPPORTED", "FALSIFIED": " as FALSIFIED (wrong side)"}.get(
+        _decides_as(effect), "")
     if needed:
         ties = (f", and {need} differing seeds at the observed share of {differ} in {n}"
                 if 0 < differ < n else "")
         short = f"; {_short_text(n, power)}" if needed <= n else ""
-        need_txt = (f"about {needed} pairs would let this rule decide {gap} "
-                    f"(simulated, power {_g(power)}{ties}{short})")
+        need_txt = (f"about {needed} pairs would let this rule decide {gap}{as_txt} were the "
+                    f"mean and spread to hold (simulated, power {_g(power)}{ties}{short})")
     elif effect == 0.0 or diff.sd == 0.0:
         need_txt = f"no number of seeds can be estimated for {gap}"
     else:
-        need_txt = f"no number of seeds up to {_N_MAX} would let this rule decide {gap}"
+        need_txt = (f"no number of seeds up to {_N_MAX} would let this rule decide "
+                    f"{gap}{as_txt}")
     mde_txt = (f"the smallest effect this rule decides at n = {n} (power {_g(power)}) is "
                f"{_g(mde)}" if mde is not None else
                f"the rule cannot decide at n = {n}" if n < MIN_PAIRS or n < need else

@@ -79,8 +79,10 @@ def test_premise_from_a_three_way_result(case, status):
     assert tw.outcome == case
     p = kit.premise("the method learns", tw, note=" (noted)")
     assert (p.effect, p.status) == ("the method learns", status)
-    assert p.reason == f"{tw.text()}: {tw.reason} (noted)"
-    assert kit.premise("x", tw, rule="my rule").reason == f"my rule: {tw.reason}"
+    reads = (f' As a premise, {tw.seeds_decide} reads "{kit.PREMISE_STATUS[tw.seeds_decide]}".'
+             if tw.seeds_decide else "")
+    assert p.reason == f"{tw.text()}: {tw.reason}{reads} (noted)"
+    assert kit.premise("x", tw, rule="my rule").reason == f"my rule: {tw.reason}{reads}"
 
 
 def test_planted_accuracy_has_the_expected_drop_and_varies_with_the_seed():
@@ -252,6 +254,16 @@ def test_an_undecided_premise_says_which_side_its_estimate_lies():
     assert kit.premise_leans(against, toward) == "toward"
     assert kit.premise_leans(against, against) == "against"
     assert kit.premise_leans(against, won) == ""
+
+
+def test_an_undecided_premise_says_what_more_seeds_would_decide_it_as():
+    against = kit.premise("e", _three_way_of(_AGAINST), rule="r").reason
+    toward = kit.premise("e", _three_way_of(_TOWARD), rule="r").reason
+    assert ("as FALSIFIED (wrong side) were the mean and spread to hold" in against
+            and against.endswith(' As a premise, FALSIFIED reads "not reproduced".'))
+    assert ("as SUPPORTED were the mean and spread to hold" in toward
+            and toward.endswith(' As a premise, SUPPORTED reads "reproduced".'))
+    assert "As a premise" not in kit.premise("e", _three_way_of(_SUPPORTED)).reason
 
 
 def test_a_gated_part_offers_no_seed_count_where_the_premise_leans_against():

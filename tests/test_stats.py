@@ -552,6 +552,13 @@ def test_three_way_inconclusive_reports_the_rule_s_own_mde_and_seeds_needed():
     assert stats_mod._rule_power(dz, n_need - 1, 0.05) < 0.8
     assert res.mde == pytest.approx(stats_mod.rule_mde(10) * sd)
     assert f"about {n_need} pairs would let this rule decide" in res.reason
+    # which way: the simulation counts decisions on the side of mean - margin
+    assert (" from the margin 0 as SUPPORTED were the mean and spread to hold (simulated"
+            in res.reason) and res.seeds_decide == "SUPPORTED"
+    below = three_way(_B10 - d, _B10, equivalence_margin=0.05)
+    assert below.outcome == "INCONCLUSIVE" and below.seeds_needed == n_need
+    assert " as FALSIFIED (wrong side) were the mean and spread to hold" in below.reason
+    assert below.seeds_decide == "FALSIFIED"
 
 
 def test_three_way_ignores_the_generator():

@@ -150,6 +150,22 @@ def test_flayer_notes_print_no_point_as_an_interval(est):
         assert "(95% t)" not in _honest(text) and "% interval)" not in text
 
 
+def test_flayer_which_fix_separates_only_two_intervals():
+    from audit.papers.flayer.declarations import masked_zero as D
+    from audit.papers.flayer.present import masked_zero as P
+
+    high = stats.paired_difference([1.5, 3.0, 3.6, 0.7, 2.2, 2.7],
+                                   [0.5, 1.0, 2.0, 0.9, 0.3, 1.1], method="t")
+    low = _flat(value=-5.0)  # a point below the interval: its ends compare points
+    assert low.high < high.low
+    for dc, ds in [(low, high), (_nan(-5.0), high), (high, high)]:
+        text = P._note_which_fix(dc, ds)
+        assert text.endswith(D.WHICH_NO_INTERVAL if dc is not high else
+                             D.WHICH_NOT_SEPARATED), text
+    far = stats.paired_difference([-9.0, -8.2, -8.8, -9.4, -8.6, -9.1], [0.0] * 6, method="t")
+    assert P._note_which_fix(far, high).endswith(D.WHICH_SEPARATED)
+
+
 def test_flayer_sensitivity_text_prints_no_point_as_an_interval():
     import audit.papers.flayer.masked_zero as F
 
@@ -182,6 +198,11 @@ def test_genefl_selection_prints_no_point_and_no_infinite_interval(ci, n, says):
           "n_seeds": n, "j_stable": 0.5, "j_size": 0.5, "j_stable_ci": ci, "j_size_ci": ci}
     _, reason, _ = G._selection_decide(ev)
     assert f"= 0.500 ({says})," in _honest(reason)
+    assert reason.count(f"= 0.500 ({says}),") == 2 and "t interval" not in reason
+    # one real interval: the label goes with it alone
+    _, mixed, _ = G._selection_decide({**ev, "j_stable_ci": (0.4, 0.6)})
+    assert "= 0.500 [0.400, 0.600] (95% t interval over" in mixed
+    assert mixed.count("t interval") == 1 and f"smallest) = 0.500 ({says})," in mixed
 
 
 @pytest.mark.parametrize("est", [_flat(), _nan()], ids=["no-spread", "nan"])

@@ -141,12 +141,15 @@ def _direction_decide(ev):
 def _selection_decide(ev):
     js, jz, rho = ev["j_stable"], ev["j_size"], ev["rho"]
     hi, lo = ev["j_high"], ev["j_low"]
-    (s_lo, s_hi), (z_lo, _) = ev["j_stable_ci"], ev["j_size_ci"]
+    (s_lo, s_hi), (z_lo, z_hi) = ev["j_stable_ci"], ev["j_size_ci"]
+    # each interval with its label; a point or an undefined interval only says so
     level = f"{100 * ev['level']:.4g}% t interval over {ev['n_seeds']} seeds"
-    s_ci = stats.ci_text(stats.Interval(s_lo, s_hi), "[{low:.3f}, {high:.3f}]", paren=True)
+    s_ci, z_ci = (stats.ci_text(stats.Interval(lo_, hi_), "[{low:.3f}, {high:.3f}] ({level})",
+                                paren=True, level=level)
+                  for lo_, hi_ in ((s_lo, s_hi), (z_lo, z_hi)))
     txt = (f"over {ev['n_updates']} client updates: Jaccard(top-gamma by xi, gamma most "
            f"stable) = {js:.3f} {s_ci}, Jaccard(top-gamma by xi, gamma "
-           f"smallest) = {jz:.3f} ({level}), Spearman(xi, 1/dim) = {rho:.3f}")
+           f"smallest) = {jz:.3f} {z_ci}, Spearman(xi, 1/dim) = {rho:.3f}")
     if s_lo >= hi:
         size = (f", which in this model are also the smallest (Jaccard {jz:.3f}): stability "
                 f"and size cannot be told apart here" if jz >= hi else "")

@@ -312,6 +312,9 @@ WHICH_SEPARATED = ("At this scale, filling in the exact zeros alone (carry-over)
                    "close the gap; undoing the shrinkage of partly selected coordinates as "
                    "well (selector-mean) does.")
 WHICH_NOT_SEPARATED = "The two fixes are not separated at this scale."
+#: where either fix has no interval (no spread, or an end not finite): ends are points
+WHICH_NO_INTERVAL = ("Without an interval for each fix, this scale cannot tell whether they "
+                     "are separated.")
 NOTE_METRIC = (
     "Metric: the reviewer says the accuracy the paper reports (Table 2; 60.68% on "
     "CIFAR-100) could not come from the printed rule; that number is personalised "

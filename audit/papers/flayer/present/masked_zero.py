@@ -166,11 +166,13 @@ def _note_premise(premise, dl, level: float) -> str:
 
 
 def _note_which_fix(dc, ds) -> str:
-    """NOTE_WHICH_FIX: carry-over and selector-mean minus literal, each with its interval."""
+    """NOTE_WHICH_FIX: carry-over and selector-mean minus literal, each with its interval;
+    separated only where both are intervals (a point's ends compare points)."""
+    which = (D.WHICH_NO_INTERVAL if stats.no_interval(dc) or stats.no_interval(ds) else
+             D.WHICH_SEPARATED if dc.high < ds.low else D.WHICH_NOT_SEPARATED)
     return D.NOTE_WHICH_FIX.format(
         dc=dc, ds=ds, dc_ci=stats.ci_text(dc, D.ENDS, paren=True),
-        ds_ci=stats.ci_text(ds, D.ENDS, paren=True),
-        which=D.WHICH_SEPARATED if dc.high < ds.low else D.WHICH_NOT_SEPARATED)
+        ds_ci=stats.ci_text(ds, D.ENDS, paren=True), which=which)
 
 
 def _note_metric(dg, **fields) -> str:
