@@ -447,10 +447,11 @@ def render_markdown(data: Mapping, figure_dir: str | None = None) -> str:
         leans = (f" ({verdict.PREMISE_AGAINST.removeprefix(', ')})"
                  if _leans_against(premise) else "")
         prem_loo = _premise_loo_text(data.get("stability"))
-        prem_loo = f" Leave-one-seed-out: {prem_loo}." if prem_loo else ""
+        prem_loo = f" With one seed left out: {prem_loo}." if prem_loo else ""
+        reason = str(premise.get("reason", "")).rstrip()
+        reason += "." if reason and reason[-1] not in ".!?" else ""
         lines += [f"**Premise** (the paper's own effect, measured first): {premise['effect']}"
-                  f"{val} — **{premise['status']}**{leans}. {premise.get('reason', '')}"
-                  f"{prem_loo} "
+                  f"{val} — **{premise['status']}**{leans}. {reason}{prem_loo} "
                   "The premise gates only the parts that explain the paper's effect (marked "
                   "*gated* below); a proof, an exact count or a byte count never depends on it.", ""]
     stab = data.get("stability")
@@ -1321,21 +1322,21 @@ def _question_loo(stability: Any) -> dict[str, tuple[int, int, dict, dict]]:
 
 def _premise_loo_text(stability: Any) -> str:
     """How the premise's own status fares in the leave-one-seed-out subsets (``stability
-    ["premise"]``), as a clause: "reproduced in 9 of 10 leave-one-seed-out subsets
-    (without seed 4: undecided), fragile"; where every subset agrees, "the same in all 10
-    leave-one-seed-out subsets"; "" where the report has none."""
+    ["premise"]``), as a clause: "reproduced in 9 of 10 subsets (without seed 4:
+    undecided), fragile"; where every subset agrees, "reproduced in all 10 subsets"; ""
+    where the report has none."""
     prem = stability.get("premise") if isinstance(stability, Mapping) else None
     counts = _loo_counts(prem)
     if counts is None or not isinstance(prem.get("status"), str):
         return ""
     agree, total = counts
     if agree == total:
-        return f"the same in all {total} leave-one-seed-out subsets"
+        return f"{prem['status']} in all {total} subsets"
     words = _str_map(prem.get("loo"))
     other = [(seed, w) for seed, w in words.items() if w != prem["status"]]
     named = "; ".join(f"without seed {seed}: {w}" for seed, w in other[:3]) + (
         f"; {len(other) - 3} more" if len(other) > 3 else "")
-    return (f"{prem['status']} in {agree} of {total} leave-one-seed-out subsets"
+    return (f"{prem['status']} in {agree} of {total} subsets"
             + (f" ({named})" if named else "")
             + (", fragile" if prem.get("fragile") is True else ""))
 

@@ -231,8 +231,8 @@ def test_a_subset_whose_premise_goes_unshown_says_the_gate_held_it(toy, tmp_path
     assert (prem["loo_agree"], prem["loo_total"], prem["fragile"]) == (7, 8, True)
     md = report.render_markdown(report.to_json(res))
     assert f"without seed {CARRIER}: INCONCLUSIVE (premise not shown)" in md
-    assert (f"reproduced in 7 of 8 leave-one-seed-out subsets (without seed {CARRIER}: "
-            f"undecided), fragile") in md
+    assert (f"With one seed left out: reproduced in 7 of 8 subsets (without seed "
+            f"{CARRIER}: undecided), fragile.") in md
 
 
 def test_a_claim_word_no_seed_moves_is_fragile_where_a_question_it_sums_up_is(
@@ -286,10 +286,9 @@ def test_the_premise_s_own_subsets_are_read_defensively_and_marked_in_the_index(
                         "loo": {"4": "undecided", **{str(s): "reproduced" for s in range(10)
                                                      if s != 4}}, "fragile": True}}
     assert report._premise_loo_text(good) == (
-        "reproduced in 9 of 10 leave-one-seed-out subsets (without seed 4: undecided), "
-        "fragile")
+        "reproduced in 9 of 10 subsets (without seed 4: undecided), fragile")
     same = {"premise": {**good["premise"], "loo_agree": 10, "fragile": False}}
-    assert report._premise_loo_text(same) == "the same in all 10 leave-one-seed-out subsets"
+    assert report._premise_loo_text(same) == "reproduced in all 10 subsets"
     for bad in (None, [], {"premise": "x"}, {"premise": {"status": 3, "loo_agree": 1,
                                                           "loo_total": 1}},
                 {"premise": {**good["premise"], "loo_agree": 11}},
