@@ -225,11 +225,11 @@ def record_items(record: Mapping) -> list[tuple[str, str | None]]:
 # ------------------------------------------------------------------------- coverage
 def _entry_needs(data: Mapping, ref: str | None, claim=None) -> str:
     """What the report says would decide question ``ref`` ("" when it says nothing)."""
-    from audit import questions
+    from audit import report
 
     if ref is None:
         return str(data.get("needs") or "")
-    for q in questions.of_report(data, claim):
+    for q in report.report_questions(data, claim):
         if q.get("id") == ref:
             return str(q.get("needs") or "")
     return ""
@@ -239,11 +239,11 @@ def _entry_verdict(data: Mapping, ref: str | None, claim=None) -> str | None:
     """The verdict of question (or, for a claim without questions, part) ``ref`` in one
     report's JSON (questions derived from its parts for a report written before
     questions existed); the claim's single word for ``ref`` None; None when absent."""
-    from audit import questions
+    from audit import report
 
     if ref is None:
         return str(data["verdict"])
-    for q in questions.of_report(data, claim):
+    for q in report.report_questions(data, claim):
         if q.get("id") == ref:
             return str(q.get("verdict"))
     for q in data.get("parts") or []:
@@ -256,15 +256,17 @@ def _entry_ungated(data: Mapping, ref: str | None, claim=None) -> tuple[str, str
     """(what question ``ref``'s comparisons alone said where the premise gate held it
     INCONCLUSIVE in one report, "" where nothing was overridden; what its decided word
     rests on where less than the question asks, ``basis``, "" where nothing is said)."""
-    from audit import questions
+    from audit import questions, report
 
     if ref is None:
         return "", ""
-    for q in questions.of_report(data, claim):
+    for q in report.report_questions(data, claim):
         if q.get("id") == ref:
             word, basis = q.get("ungated"), q.get("basis")
+            # a basis with nothing to show (blank, control characters alone) is none,
+            # as on the report page, which reads it made inert: no "REFUTED ( )" here
             return (str(word) if word in questions.UNGATED_WORDS else "",
-                    basis if isinstance(basis, str) else "")
+                    basis if isinstance(basis, str) and safeio.md_text(basis) else "")
     return "", ""
 
 

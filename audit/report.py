@@ -446,7 +446,7 @@ def render_markdown(data: Mapping, figure_dir: str | None = None) -> str:
         val = f": {_fmt(est['value'])}{ci}" if est else ""
         leans = (f" ({verdict.PREMISE_AGAINST.removeprefix(', ')})"
                  if _leans_against(premise) else "")
-        prem_loo = _premise_loo_text(data.get("stability"))
+        prem_loo = _premise_loo_text(data.get("stability"), premise["status"])
         prem_loo = f" With one seed left out: {prem_loo}." if prem_loo else ""
         reason = str(premise.get("reason", "")).rstrip()
         reason += "." if reason and reason[-1] not in ".!?" else ""
@@ -601,11 +601,25 @@ def render_markdown(data: Mapping, figure_dir: str | None = None) -> str:
     return "\n".join(lines)
 
 
+def report_questions(data: Mapping, claim=None) -> list[dict]:
+    """``audit.questions.of_report`` of a report read from elsewhere: a part's ``basis``
+    that is no string is dropped first (a question derived from an older report's parts
+    would print it, as ``str`` of a list or a number, beside its word; a question's own
+    ``basis`` that is no string is ignored by ``questions.gated_text``)."""
+    from audit import questions
+
+    parts = data.get("parts")
+    if isinstance(parts, list):
+        data = {**data, "parts": [
+            {k: v for k, v in p.items() if k != "basis" or isinstance(v, str)}
+            if isinstance(p, Mapping) else p for p in parts]}
+    return questions.of_report(data, claim)
+
+
 def _questions_of(data: Mapping) -> list[Mapping]:
     """The report's questions (``audit.questions.of_report``: derived from its parts,
     and marked so, for a report written before questions existed)."""
     from audit import claims as claims_mod
-    from audit import questions
 
     claim = None
     if not data.get("questions"):
@@ -613,7 +627,7 @@ def _questions_of(data: Mapping) -> list[Mapping]:
             claim = claims_mod.registry().get(str(data.get("id")))
         except AuditError:
             claim = None
-    return [_inert(q) for q in questions.of_report(data, claim)]
+    return [_inert(q) for q in report_questions(data, claim)]
 
 
 def question_section(data: Mapping, lock_txt: str = "",
@@ -1069,9 +1083,8 @@ def _premise_cell(data: Mapping, out_dir: Path | None = None, cid: str = "") -> 
             value = est.get("value") if isinstance(est, Mapping) else None
             at = f": {_fmt(value)}" if isinstance(value, (int, float)) and not isinstance(
                 value, bool) else ""
-            stab = d.get("stability")
-            prem = stab.get("premise") if isinstance(stab, Mapping) else None
-            frail = isinstance(prem, Mapping) and prem.get("fragile") is True
+            prem = _premise_loo(d.get("stability"), p["status"])
+            frail = prem is not None and prem[4]
             return str(p["status"]) + (f" (estimate against the effect{at})" if against
                                        else "") + (" (fragile)" if frail else "")
         # no premise: mathematics only where no part is an experiment (an exact claim may
@@ -1255,9 +1268,7 @@ def _fragile_questions(data: Mapping, claim=None) -> set:
     """The ids of the questions of one report decided (CONFIRMED or REFUTED) where one of
     their parts is fragile, or one left-out seed changes their word: the claim's word
     carries "(fragile)" in the index, and so does the question that it comes from."""
-    from audit import questions
-
-    return _fragile_in(data.get("parts"), questions.of_report(data, claim),
+    return _fragile_in(data.get("parts"), report_questions(data, claim),
                        data.get("stability"))
 
 
@@ -1299,7 +1310,11 @@ def _loo_counts(entry: Any) -> tuple[int, int] | None:
 def _subset_word(words: Mapping[str, str], held: Mapping[str, str], seed: str) -> str:
     """A leave-one-seed-out subset's word as printed: the word, and why the premise gate
     held it where it did ("INCONCLUSIVE (premise not shown)")."""
-    return words[seed] + (f" (premise {held[seed]})" if seed in held else "")
+    # only a subset held INCONCLUSIVE has a why, and only the gate's own words are one
+    # (``verdict.HELD_BY_PREMISE``): a report from elsewhere names nothing else
+    why = held.get(seed)
+    return words[seed] + (f" (premise {why})" if words[seed] == "INCONCLUSIVE"
+                          and why in verdict.HELD_BY_PREMISE else "")
 
 
 def _question_loo(stability: Any) -> dict[str, tuple[int, int, dict, dict]]:
@@ -1320,25 +1335,42 @@ def _question_loo(stability: Any) -> dict[str, tuple[int, int, dict, dict]]:
     return out
 
 
-def _premise_loo_text(stability: Any) -> str:
-    """How the premise's own status fares in the leave-one-seed-out subsets (``stability
-    ["premise"]``), as a clause: "reproduced in 9 of 10 subsets (without seed 4:
-    undecided), fragile"; where every subset agrees, "reproduced in all 10 subsets"; ""
-    where the report has none."""
+def _premise_loo(stability: Any, status: Any = None
+                 ) -> tuple[str, int, int, dict, bool] | None:
+    """(status, subsets that agree, subsets, {seed: status}, fragile) of a report's
+    ``stability["premise"]``, or None. Read from a report that came from elsewhere: its
+    status must be a premise status (``verdict.PREMISE_STATUSES``) and, where ``status``
+    (the report's own premise's) is given, that one; its counts whole numbers with
+    0 <= agree <= total and total > 0. Fragile only as the contract defines it: marked
+    so, decided, and one left-out seed changes it (the page and the index read it
+    alike)."""
     prem = stability.get("premise") if isinstance(stability, Mapping) else None
     counts = _loo_counts(prem)
-    if counts is None or not isinstance(prem.get("status"), str):
-        return ""
+    if counts is None or prem.get("status") not in verdict.PREMISE_STATUSES \
+            or (status is not None and prem["status"] != status):
+        return None
     agree, total = counts
+    fragile = (prem.get("fragile") is True and agree < total
+               and prem["status"] in ("reproduced", "not reproduced"))
+    return prem["status"], agree, total, _str_map(prem.get("loo")), fragile
+
+
+def _premise_loo_text(stability: Any, status: Any = None) -> str:
+    """How the premise's own status fares in the leave-one-seed-out subsets (``stability
+    ["premise"]``, :func:`_premise_loo`), as a clause: "reproduced in 9 of 10 subsets
+    (without seed 4: undecided), fragile"; where every subset agrees, "reproduced in all
+    10 subsets"; "" where the report has none (or none that reads)."""
+    prem = _premise_loo(stability, status)
+    if prem is None:
+        return ""
+    own, agree, total, words, fragile = prem
     if agree == total:
-        return f"{prem['status']} in all {total} subsets"
-    words = _str_map(prem.get("loo"))
-    other = [(seed, w) for seed, w in words.items() if w != prem["status"]]
+        return f"{own} in all {total} subsets"
+    other = [(seed, w) for seed, w in words.items() if w != own]
     named = "; ".join(f"without seed {seed}: {w}" for seed, w in other[:3]) + (
         f"; {len(other) - 3} more" if len(other) > 3 else "")
-    return (f"{prem['status']} in {agree} of {total} subsets"
-            + (f" ({named})" if named else "")
-            + (", fragile" if prem.get("fragile") is True else ""))
+    return (f"{own} in {agree} of {total} subsets"
+            + (f" ({named})" if named else "") + (", fragile" if fragile else ""))
 
 
 def _question_loo_line(stability: Any, qs: Iterable) -> str:
@@ -1388,7 +1420,7 @@ def question_rows(out_dir: Path, claims: Mapping) -> tuple[list[str], list[list]
         if not reports:
             continue
         missing = left_out[cid]  # a scale whose report is unreadable or a tuning run
-        merged = questions.across_scales({s: questions.of_report(reports[s], claims.get(cid))
+        merged = questions.across_scales({s: report_questions(reports[s], claims.get(cid))
                                           for s in scales if s in reports})
         older = {s: earlier_code(reports[s], claims.get(cid)) for s in reports}
         fragile = {s: _fragile_questions(reports[s], claims.get(cid)) for s in reports}

@@ -1,0 +1,150 @@
+"""The report-JSON fields of a premise's own leave-one-seed-out subsets
+(``stability.premise``), of why the premise gate held a subset's answer (``stability.
+questions[qid].held``) and of what a decided word rests on (``questions[].basis``,
+``parts[].basis``) come from elsewhere: a value outside the contract is ignored, never
+printed as if it were one, and nothing they hold breaks a table or the page."""
+from __future__ import annotations
+
+import copy
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from audit import claims, coverage, report
+from audit.cli import main
+
+REPO = Path(__file__).resolve().parents[1]
+REPORTS = REPO / "reports"
+EVIL = "a | b\n# heading <script>alert(1)</script> `x` [l](javascript:1) \x1b[31mred"
+
+
+def _load(cid: str) -> dict:
+    return json.loads((REPORTS / f"{cid}.json").read_text())
+
+
+def _cells(line: str) -> int:
+    return len(re.split(r"(?<!\\)\|", line.strip().strip("|")))
+
+
+def _tables_whole(md: str) -> None:
+    """Every row of every table has its header's cells; no raw HTML, no heading."""
+    assert "<script" not in md and "\x1b" not in md and "](javascript:" not in md
+    lines = md.splitlines()
+    assert not any(ln.startswith("# heading") for ln in lines)
+    for i, ln in enumerate(lines[:-1]):
+        if ln.startswith("|") and re.fullmatch(r"\|(---\|)+", lines[i + 1]):
+            n = _cells(ln)
+            j = i + 2
+            while j < len(lines) and lines[j].startswith("|"):
+                assert _cells(lines[j]) == n, lines[j][:200]
+                j += 1
+
+
+def test_why_a_subset_was_held_shows_only_beside_inconclusive_and_only_the_gates_words():
+    stab = {"questions": {"q": {
+        "loo_agree": 1, "loo_total": 4,
+        "loo": {"0": "REFUTED", "1": "INCONCLUSIVE", "2": "INCONCLUSIVE", "3": "CONFIRMED"},
+        "held": {"0": "not shown", "1": EVIL, "2": "not reproduced", "3": ["not shown"]}}}}
+    line = report._question_loo_line(stab, [{"id": "q", "verdict": "CONFIRMED",
+                                             "kind": "experiment"}])
+    # a decided subset word was never held; a why that is no gate's word is no why
+    assert "without seed 0: REFUTED," in line and "REFUTED (premise" not in line
+    assert "without seed 1: INCONCLUSIVE," in line and "heading" not in line
+    assert "without seed 2: INCONCLUSIVE (premise not reproduced)" in line
+
+
+def test_a_premise_subset_entry_is_read_only_where_it_matches_the_contract():
+    loo = {"4": "undecided", **{str(s): "reproduced" for s in range(10) if s != 4}}
+    good = {"status": "reproduced", "loo_agree": 9, "loo_total": 10, "loo": loo,
+            "fragile": True}
+    data = {"premise": {"status": "reproduced", "effect": "e"}, "stability": {"premise": good}}
+    assert report._premise_cell(data) == "reproduced (fragile)"
+    for bad in ({"fragile": True},  # no counts: ignored, as the page ignores it
+                {**good, "loo_agree": 10},  # every subset agrees: nothing changed it
+                {**good, "status": "not reproduced"},  # not this report's premise
+                {**good, "status": EVIL}):
+        stab = {"premise": bad}
+        assert report._premise_cell({**data, "stability": stab}) == "reproduced", bad
+        assert "fragile" not in report._premise_loo_text(stab, "reproduced")
+    # an undecided premise is never fragile (the contract: decided, and one seed moves it)
+    undecided = {"premise": {**good, "status": "undecided"}}
+    assert report._premise_cell({"premise": {"status": "undecided", "effect": "e"},
+                                 "stability": undecided}) == "undecided"
+    assert report._premise_loo_text(undecided, "undecided").startswith("undecided in 9 of 10")
+    assert not report._premise_loo_text(undecided, "undecided").endswith("fragile")
+    # a status that is no premise status is not printed on the premise line
+    assert report._premise_loo_text({"premise": {**good, "status": EVIL}}) == ""
+
+
+def test_the_page_s_premise_line_names_only_the_report_s_own_premise_status():
+    data = _load("genefl-inverted-cosine")  # premise reproduced
+    data["stability"]["premise"] = {"status": "not reproduced", "loo_agree": 2,
+                                    "loo_total": 10, "loo": {"0": "reproduced"},
+                                    "fragile": True}
+    md = report.render_markdown(data)
+    line = next(ln for ln in md.splitlines() if ln.startswith("**Premise**"))
+    assert "Leave-one-seed-out" not in line and "not reproduced in 2 of 10" not in line
+
+
+@pytest.mark.parametrize("basis", [12, True, ["on x"], {"evil": "<script>"}])
+def test_a_part_basis_that_is_no_string_is_not_printed_for_an_older_report(basis):
+    data = _load("genefl-inverted-cosine")
+    data.pop("questions")  # an older report: its questions derived from its parts
+    for p in data["parts"]:
+        p["basis"] = basis
+    qs = report.report_questions(data, claims.registry()[data["id"]])
+    assert qs and not any("basis" in q for q in qs)
+    md = report.render_markdown(data)
+    row = next(ln for ln in md.splitlines() if ln.startswith("| `prose-inverted`"))
+    assert "**CONFIRMED** |" in row, row
+    # a string basis still reads
+    for p in data["parts"]:
+        p["basis"] = "on the cosine alone"
+    md = report.render_markdown(data)
+    row = next(ln for ln in md.splitlines() if ln.startswith("| `prose-inverted`"))
+    assert "**CONFIRMED** (on the cosine alone) |" in row, row
+
+
+@pytest.mark.parametrize("blank", ["\n", "  ", "\x1b[31m", "\x00"])
+def test_a_basis_with_nothing_to_show_adds_nothing_in_coverage(blank):
+    data = _load("genefl-inverted-cosine")
+    data["questions"][0]["basis"] = blank  # prose-inverted, CONFIRMED
+    assert coverage._entry_ungated(data, "prose-inverted") == ("", "")
+    data["questions"][0]["basis"] = "on the cosine alone"
+    assert coverage._entry_ungated(data, "prose-inverted") == ("", "on the cosine alone")
+
+
+def test_hostile_new_fields_leave_every_page_whole(tmp_path):
+    """``audit report --out``: the report pages, the index and coverage.md."""
+    out = tmp_path / "out"
+    out.mkdir()
+    for cid in ("genefl-inverted-cosine", "lips-dropout-control"):
+        data = copy.deepcopy(_load(cid))
+        st = data["stability"]
+        st["premise"] = {"status": data["premise"]["status"], "loo_agree": 8,
+                         "loo_total": 10, "loo": {"0": EVIL, EVIL: "x", "2": ["y"]},
+                         "fragile": True}
+        for e in st["questions"].values():
+            e["loo_agree"] = e["loo_total"] - 2
+            e["loo"].update({"0": "REFUTED", "1": "INCONCLUSIVE", EVIL: EVIL})
+            e["held"] = {"0": "not shown", "1": EVIL, EVIL: EVIL}
+        for q in data["questions"]:
+            q["basis"] = EVIL
+            if q["verdict"] == "INCONCLUSIVE":
+                q["ungated"] = "REFUTED"
+        for p in data["parts"]:
+            p["basis"] = EVIL
+        (out / f"{cid}.json").write_text(json.dumps(data))
+    assert main(["report", "--out", str(out)]) == 0
+    pages = ["README.md", "coverage.md", "genefl-inverted-cosine.md",
+             "lips-dropout-control.md"]
+    for name in pages:
+        _tables_whole((out / name).read_text())
+    index = (out / "README.md").read_text()
+    # an undecided premise is never marked fragile
+    row = next(ln for ln in index.splitlines() if ln.startswith("| [`lips-dropout"))
+    assert "undecided (estimate against the effect: -0.7556) |" in row
+    page = (out / "genefl-inverted-cosine.md").read_text()
+    assert "REFUTED (premise" not in page
