@@ -189,8 +189,8 @@ def answer(question: Question, parts: Mapping[str, Part | Mapping],
     if question.kind == "measurement":
         verdict = MEASURED
         alone = ""
-    # what the shown decided word rests on, where its parts say it is less than the
-    # question asks (``Part.basis``): the bases of the parts whose own word it is
+    # how the shown decided word was reached, where its parts say (``Part.basis``): the
+    # bases of the parts whose own word it is
     shown = alone if verdict == "INCONCLUSIVE" and alone else verdict
     basis = "; ".join(dict.fromkeys(
         str(get(p, "basis")) for p, w in zip(mine, own_words)
@@ -319,9 +319,9 @@ def gated_text(word: str, ungated: object, basis: object = "") -> str:
     """A question's word, with what its comparisons alone said where the premise gate
     overrode them: "INCONCLUSIVE (gated; the comparison alone: REFUTED)". Only an
     INCONCLUSIVE word carries one, and only one of :data:`UNGATED_WORDS`. ``basis``
-    (the answer's ``basis``): what a decided word rests on where it is less than the
-    question asks, added to it: "REFUTED (on the cosine alone)", "INCONCLUSIVE (gated;
-    the comparison alone: REFUTED, on the cosine alone)"."""
+    (the answer's ``basis``, ``Part.basis``): how a decided word was reached, added to
+    it: "REFUTED (on the cosine)", "INCONCLUSIVE (gated; the comparison alone: REFUTED,
+    on the cosine)"."""
     return word + gated_suffix(word, ungated, basis)
 
 

@@ -410,7 +410,8 @@ class ThreeWay:
     def seeds_decide(self) -> str | None:
         """The outcome the INCONCLUSIVE reason's seed count is for (the side of mean -
         margin the simulation decides, :func:`_rule_power`): "SUPPORTED" above the margin,
-        "FALSIFIED" below it (wrong side); None where decided or no count is named."""
+        "FALSIFIED" below it (below the margin, the wrong side; the equivalence route is not
+        simulated); None where decided or no count is named."""
         return (_decides_as(float(self.difference.mean) - float(self.margin))
                 if self.outcome == "INCONCLUSIVE" and self.difference.sd > 0 else None)
 
@@ -1164,7 +1165,7 @@ def three_way(
             needed = max(needed, math.ceil(need * n / differ))
     effect = diff.mean - margin
     gap = f"the observed distance {_g(effect)} of mean(A - B) from the margin {_g(margin)}"
-    as_txt = {"SUPPORTED": " as SUPPORTED", "FALSIFIED": " as FALSIFIED (wrong side)"}.get(
+    as_txt = {"SUPPORTED": " as SUPPORTED", "FALSIFIED": " as FALSIFIED (below the margin)"}.get(
         _decides_as(effect), "")
     if needed:
         ties = (f", and {need} differing seeds at the observed share of {differ} in {n}"

@@ -137,9 +137,9 @@ class Part:
     for a Bonferroni share of k); None when not declared. A union path of
     :func:`all_of` / :func:`any_of` counts a part only at a share of at most 1/k
     (docs/STATISTICS.md, "Claims of several parts"). ``basis``: where a decided word
-    rests on less than the part's question asks (one of two criteria), a short phrase
-    saying on what ("on the middle-layer cosine alone"); it travels with the word, also
-    the ``ungated`` one; "" otherwise.
+    was reached through one of several criteria, or in a setting that allowed it alone,
+    a short phrase saying how ("on the middle-layer cosine: ..."); it travels with the
+    word, also the ``ungated`` one; "" otherwise.
     """
 
     id: str

@@ -650,10 +650,10 @@ def test_full_reviewer_test_needs_accuracy_and_cosine():
     # accuracy matches but the cosine stays higher: not a match; LIPS beats it -> REFUTED,
     # and the word says it rests on the cosine alone
     p = RULE_BOTH({"a": _tw(TIE)}, {"a": c_higher}, True, True)
-    assert p.verdict == O.REFUTED and p.basis.startswith("on the middle-layer cosine alone")
-    # REFUTED also when LIPS wins on accuracy even if the cosine matches: on accuracy alone
+    assert p.verdict == O.REFUTED and p.basis.startswith("on the middle-layer cosine: every control")
+    # REFUTED also when LIPS wins on accuracy even if the cosine matches: on accuracy
     p = RULE_BOTH({"a": _tw(UP)}, {"a": c_same}, True, True)
-    assert p.verdict == O.REFUTED and p.basis == "on accuracy alone"
+    assert p.verdict == O.REFUTED and p.basis.startswith("on accuracy: LIPS beats every control")
     # beaten on accuracy by one control and on the cosine by another: no single basis
     p = RULE_BOTH({"a": _tw(UP), "b": _tw(TIE)}, {"a": c_same, "b": c_higher}, True, True)
     assert p.verdict == O.REFUTED and p.basis == ""

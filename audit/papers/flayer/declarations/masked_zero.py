@@ -306,7 +306,7 @@ NOTE_PREMISE = (
     "with a working server is shown to beat FedAvg here, whether the printed rule could "
     "give the reported accuracy cannot be read from this setting.")
 NOTE_WHICH_FIX = (
-    "Which fix matters (personalised accuracy, paired, 95% t): carry-over - literal "
+    "Which fix matters (personalised accuracy, paired): carry-over - literal "
     "{dc.mean:+.3f} {dc_ci}; selector-mean - literal {ds.mean:+.3f} {ds_ci}. {which}")
 WHICH_SEPARATED = ("At this scale, filling in the exact zeros alone (carry-over) does not "
                    "close the gap; undoing the shrinkage of partly selected coordinates as "

@@ -171,8 +171,8 @@ def _note_which_fix(dc, ds) -> str:
     which = (D.WHICH_NO_INTERVAL if stats.no_interval(dc) or stats.no_interval(ds) else
              D.WHICH_SEPARATED if dc.high < ds.low else D.WHICH_NOT_SEPARATED)
     return D.NOTE_WHICH_FIX.format(
-        dc=dc, ds=ds, dc_ci=stats.ci_text(dc, D.ENDS, paren=True),
-        ds_ci=stats.ci_text(ds, D.ENDS, paren=True), which=which)
+        dc=dc, ds=ds, dc_ci=stats.ci_text(dc, D.CI_T, paren=True),
+        ds_ci=stats.ci_text(ds, D.CI_T, paren=True), which=which)
 
 
 def _note_metric(dg, **fields) -> str:

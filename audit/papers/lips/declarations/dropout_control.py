@@ -267,9 +267,12 @@ BOTH_TEXT = (
     "higher, SUPPORTED) at this alpha. Caveat, as in middle-cosine: pruning and noise "
     "lower the cosine by changing the weights after aggregation. Gated by the premise.")
 #: what a REFUTED of controls-match-both rests on where one criterion alone decided it
-#: (``Part.basis``): the cosine one is the criterion pruning and noise move by design
-BOTH_BASIS_COSINE = "on the middle-layer cosine alone, which pruning and noise lower by design"
-BOTH_BASIS_ACCURACY = "on accuracy alone"
+#: (``Part.basis``). One failed criterion is enough for an AND question, but a reader
+#: should know which: the cosine is one that pruning moves by construction
+BOTH_BASIS_COSINE = ("on the middle-layer cosine: every control leaves it higher than LIPS "
+                     "does, and LIPS beats none on accuracy; pruning moves that cosine by "
+                     "construction")
+BOTH_BASIS_ACCURACY = "on accuracy: LIPS beats every control there, and none on the cosine"
 
 # ------------------------------------------------------ what the decisions say (templates)
 NO_SENSITIVITY_FAMILY = ("no assay sensitivity at the margin's scale (the planted handicap "
