@@ -60,6 +60,8 @@ class Cover:
     # the question's word at each committed scale that has a readable verdict report;
     # empty where a scale's report could not be read (then nothing is counted decided)
     words: tuple[str, ...] = ()
+    # decided, but marked fragile at every scale that decides it
+    fragile: bool = False
 
     @property
     def decided(self) -> bool:
@@ -115,6 +117,11 @@ class Row:
     def partly_decided(self) -> bool:
         return not self.decided and any(c.decided for c in self._deciding)
 
+    @property
+    def fragile(self) -> bool:
+        """Decided, through a question decided only where its word is fragile."""
+        return self.decided and any(c.fragile for c in self._deciding)
+
 
 @dataclass
 class RecordCoverage:
@@ -130,6 +137,7 @@ class RecordCoverage:
         return {"source": self.source, "arxiv_id": self.arxiv_id, "paper": self.paper,
                 "items": [{"path": r.path, "paraphrase": r.paraphrase, "covered": r.covered,
                            "covered_by": [asdict(c) for c in r.covered_by],
+                           "decided": r.decided, "fragile": r.fragile,
                            "reason": r.reason} for r in self.rows],
                 "problems": list(self.problems), "dangling": list(self.dangling)}
 
@@ -278,11 +286,12 @@ def _verdict(claim, ref: str | None, out: Path) -> tuple[str, str | None]:
 
 
 def _verdict_needs(claim, ref: str | None, out: Path
-                   ) -> tuple[str, str | None, str, tuple[str, ...]]:
+                   ) -> tuple[str, str | None, str, tuple[str, ...], bool]:
     """:func:`_verdict`, what would decide the question at the scales that left it open
-    (each scale's "needs", named by scale when both exist), and its word at each scale
+    (each scale's "needs", named by scale when both exist), its word at each scale
     (none when a report could not be read: the other scale's word alone would promote
-    it). A tuning run (tuning seeds) is no verdict and is named as such."""
+    it), and whether it is decided only where its word is marked fragile. A tuning run
+    (tuning seeds) is no verdict and is named as such."""
     from audit import report
 
     from audit import questions
@@ -301,7 +310,7 @@ def _verdict_needs(claim, ref: str | None, out: Path
             data = report.load(folder, claim.id)
         except AuditError as exc:
             if folder == out:
-                return f"report unreadable ({exc})", None, "", ()
+                return f"report unreadable ({exc})", None, "", (), False
             left_out.append(f"the {label} report is unreadable")
             continue
         if data is None:
@@ -312,7 +321,7 @@ def _verdict_needs(claim, ref: str | None, out: Path
         v = _entry_verdict(data, ref, claim)
         if v is None:
             if folder == out:
-                return f"{ref!r} not in the report", str(data.get("scale")), "", ()
+                return f"{ref!r} not in the report", str(data.get("scale")), "", (), False
             continue
         scale = str(data.get("scale"))
         if scale not in found:
@@ -327,9 +336,9 @@ def _verdict_needs(claim, ref: str | None, out: Path
                 needs.setdefault(scale, n)
     if left_out:  # a scale without a verdict: no word is counted, and the page says why
         shown = ", ".join(f"{s} {v}" for s, v in found.items()) or "no verdict report"
-        return f"{shown}; {'; '.join(left_out)}", None, "", ()
+        return f"{shown}; {'; '.join(left_out)}", None, "", (), False
     if not found:
-        return "not run", None, "", ()
+        return "not run", None, "", (), False
     # the same order from either folder
     found = dict(sorted(found.items(), key=lambda kv: report.scale_rank(kv[0])))
     needs = dict(sorted(needs.items(), key=lambda kv: report.scale_rank(kv[0])))
@@ -341,15 +350,19 @@ def _verdict_needs(claim, ref: str | None, out: Path
         return questions.gated_text(v, alone.get(s), basis.get(s)) + (
             " (fragile)" if s in frail else "")
 
+    # decided only where the word is fragile: no committed scale decides it firmly
+    decided_at = {s for s, v in found.items() if v in DECIDED}
+    firm_less = bool(decided_at) and decided_at <= frail
+
     if len(found) == 1:
         scale, v = next(iter(found.items()))
-        return shown(scale, v), scale, need, (v,)
+        return shown(scale, v), scale, need, (v,), firm_less
     words = set(found.values())
     word = next(iter(words)) if len(words) == 1 else "SPLIT"
     if len(words) == 1:  # the scales agree: an earlier code's report changes nothing
         older = {}
     each = ", ".join(f"{s} {shown(s, v)}" + _earlier(older.get(s)) for s, v in found.items())
-    return f"{word} ({each})", None, need, tuple(found.values())
+    return f"{word} ({each})", None, need, tuple(found.values()), firm_less
 
 
 def _earlier(commit: str | None) -> str:
@@ -407,9 +420,9 @@ def cover_record(record: Mapping, source: str, registry: Mapping, out: Path,
                 cov.dangling.append(f"{claim.id} declares {f!r}, which is not an item path "
                                    "of this record, so it covers nothing")
                 continue
-            verdict, scale, needs, words = _verdict_needs(claim, part, out)
+            verdict, scale, needs, words, fragile = _verdict_needs(claim, part, out)
             by_path.setdefault(f, []).append(Cover(claim.id, part, verdict, scale, needs,
-                                                   words))
+                                                   words, fragile))
     for path, section in items:
         note = notes.get(path) if notes is not None else None
         if note is not None:
@@ -522,6 +535,11 @@ def decided_counts(coverages: list[RecordCoverage]) -> tuple[int, int, int]:
             sum(r.decided for r in rows))
 
 
+def fragile_count(coverages: list[RecordCoverage]) -> int:
+    """Decided items that one seed, or one left-out seed, could undo (:attr:`Row.fragile`)."""
+    return sum(r.fragile for cov in coverages for r in cov.rows)
+
+
 def partly_decided_count(coverages: list[RecordCoverage]) -> int:
     """Items some of whose questions are decided and some open."""
     return sum(r.partly_decided for cov in coverages for r in cov.rows)
@@ -530,10 +548,13 @@ def partly_decided_count(coverages: list[RecordCoverage]) -> int:
 def _decided_line(coverages: list[RecordCoverage]) -> str:
     k, c, d = decided_counts(coverages)
     p = partly_decided_count(coverages)
+    f = fragile_count(coverages)
     pct = f" ({100 * d / k:.0f} %)" if k else ""
+    frail = f", {f} of them only through a word marked fragile" if f else ""
     return (f"Checkable items: {k} (by computation, exact arithmetic or the paper's printed "
             f"numbers); covered by a claim: {c}; decided (every question that answers it "
-            f"CONFIRMED or REFUTED at some committed scale; measurements aside): {d}{pct}; "
+            f"CONFIRMED or REFUTED at some committed scale; measurements aside): {d}{pct}"
+            f"{frail}; "
             f"partly decided (some of its questions open): {p}. Every open question names "
             f"what would decide it.")
 
@@ -549,8 +570,10 @@ def _summary(cov: RecordCoverage) -> str:
     chk = sum(r.checkable for r in cov.rows)
     dec = sum(r.decided for r in cov.rows)
     part = sum(r.partly_decided for r in cov.rows)
+    frail = sum(r.fragile for r in cov.rows)
     return (f"{k} of {n} items covered by a claim; {n - k} not covered, each with a "
             f"reason; {dec} of {chk} checkable items decided"
+            + (f" ({frail} fragile)" if frail else "")
             + (f", {part} partly" if part else ""))
 
 
@@ -589,8 +612,9 @@ def render_markdown(coverages: list[RecordCoverage], out: Path | None = None) ->
              "report that earlier code of its claim wrote is tagged with that code's commit, "
              "since its rules may differ), or the reason it is not "
              "covered. A decided verdict marked (fragile) is one that one seed moved by "
-             "three steps of its metric, or one left-out seed, changes; it still counts as "
-             "decided. Paraphrases are ours; the records are cited by field path only. "
+             "three test examples (three steps of its metric) or fewer, or one left-out "
+             "seed, changes; it still counts as decided, and the counts say how many "
+             "decided items rest on such a word alone. Paraphrases are ours; the records are cited by field path only. "
              "Which question answers which item is declared by each claim "
              "(`Claim.questions`). `audit run` and `audit report` regenerate this page "
              "from the reports' JSON; `audit review RECORDS --markdown` also checks the "

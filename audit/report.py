@@ -375,6 +375,13 @@ def _flip_cell(p: Mapping) -> str:
     return f"{_fmt(p['flip'], 3)}{unit}{steps}"
 
 
+def _premise_status(data: Mapping | None) -> str | None:
+    """The status of a report's premise (None where it has none that reads)."""
+    p = data.get("premise") if isinstance(data, Mapping) else None
+    return p.get("status") if isinstance(p, Mapping) and isinstance(p.get("status"), str) \
+        else None
+
+
 def _stability_line(stab: Mapping, data: Mapping | None = None) -> str:
     """One line: leave-one-seed-out agreement and the flip distance of the verdict
     (``data``: the report, to tell an exact computation from fixed seeded draws)."""
@@ -382,10 +389,14 @@ def _stability_line(stab: Mapping, data: Mapping | None = None) -> str:
     if stab.get("loo_total"):
         moved = [f"`{qid}` in {a} of {t}" for qid, (a, t, *_) in
                  _question_loo(stab).items() if a < t]
+        prem = _premise_loo(stab, _premise_status(data))
+        prem_txt = (f"; the premise holds in {prem[1]} of {prem[2]}, see the premise line"
+                    if prem and prem[4] else "")
         bits.append(f"leave-one-seed-out: {stab['loo_agree']} of {stab['loo_total']} subsets "
                     f"give the same verdict" + (
-                        f" (the questions' own answers hold in fewer: {', '.join(moved)}; "
-                        f"listed under the questions' table)" if moved else ""))
+                        f" (the questions' own answers hold in fewer: {', '.join(moved)}, "
+                        f"listed under the questions' table{prem_txt})" if moved else
+                        f" ({prem_txt[2:]})" if prem_txt else ""))
     if stab.get("flip") is not None:
         unit = f" {stab['unit']}" if stab.get("unit") else ""
         res = stab.get("resolution")
@@ -648,8 +659,13 @@ def question_section(data: Mapping, lock_txt: str = "",
     voting = [q for q in qs if q.get("kind") != "measurement"]
     frail = _fragile_in(data.get("parts"), qs, data.get("stability"))
     if fragile and frail:  # the word is fragile through these questions: named
+        prem = _premise_loo(data.get("stability"), _premise_status(data))
+        gated = any(q.get("gated") is True for q in voting if q["id"] in frail)
         fragile = (" — **fragile** (through "
-                   + ", ".join(f"`{q['id']}`" for q in voting if q["id"] in frail) + ")")
+                   + ", ".join(f"`{q['id']}`" for q in voting if q["id"] in frail)
+                   + (f"; the premise they rest on holds in {prem[1]} of {prem[2]} "
+                      f"leave-one-seed-out subsets" if prem and prem[4] and gated else "")
+                   + ")")
     ways = "; ".join(f"`{q['id']}` {q['verdict']} ({q.get('kind', '')}"
                      + (", fragile" if q["id"] in frail else "") + ")" for q in voting)
     caveats = [f"`{q['id']}`: {q['caveat']}" for q in qs
@@ -672,7 +688,9 @@ def question_section(data: Mapping, lock_txt: str = "",
         kind = str(q.get("kind", "")) + (", gated by the premise" if q.get("gated") is True
                                          else "")
         rows.append([f"`{q['id']}`: {q.get('asks', '')}", kind,
-                     f"**{q['verdict']}**" + (" (fragile)" if q["id"] in frail else "")
+                     f"**{q['verdict']}**" + (_fragile_note(q, data.get("stability"),
+                                                            _premise_status(data))
+                                              if q["id"] in frail else "")
                      + (" (settings split)" if q.get("settings_split") else "")
                      + questions.gated_suffix(str(q.get("verdict")), q.get("ungated"),
                                               q.get("basis")),
@@ -1138,9 +1156,12 @@ def _stability_cell(data: Mapping) -> str:
         # the question a left-out seed moves most, where it is lower than the word's own
         worst = min(((a / t, qid, a, t) for qid, (a, t, *_) in _question_loo(st).items()
                      if a < t), default=None)
-        low = f" (question `{worst[1]}` {worst[2]}/{worst[3]})" if worst and \
-            worst[0] < st["loo_agree"] / st["loo_total"] else ""
-        bits.append(f"LOO {st['loo_agree']}/{st['loo_total']}{low}")
+        low = [f"question `{worst[1]}` {worst[2]}/{worst[3]}"] if worst and \
+            worst[0] < st["loo_agree"] / st["loo_total"] else []
+        prem = _premise_loo(st, _premise_status(data))
+        low += [f"premise {prem[1]}/{prem[2]}"] if prem and prem[4] else []
+        bits.append(f"LOO {st['loo_agree']}/{st['loo_total']}"
+                    + (f" ({'; '.join(low)})" if low else ""))
     if st.get("flip") is not None and st.get("resolution"):
         ex = st["flip"] / st["resolution"]
         bits.append(f"flip {ex:.1f} ex." + (" (one flips it)" if ex <= 1 else ""))
@@ -1366,11 +1387,43 @@ def _premise_loo_text(stability: Any, status: Any = None) -> str:
     own, agree, total, words, fragile = prem
     if agree == total:
         return f"{own} in all {total} subsets"
-    other = [(seed, w) for seed, w in words.items() if w != own]
-    named = "; ".join(f"without seed {seed}: {w}" for seed, w in other[:3]) + (
-        f"; {len(other) - 3} more" if len(other) > 3 else "")
+    other = _by_word(words, own, lambda seed: words[seed])
     return (f"{own} in {agree} of {total} subsets"
-            + (f" ({named})" if named else "") + (", fragile" if fragile else ""))
+            + (f" ({'; '.join(other)})" if other else "") + (", fragile" if fragile else ""))
+
+
+def _fragile_note(q: Mapping, stability: Any, status: str | None = None) -> str:
+    """What marks a fragile question's word in its report's table: " (fragile: holds in 1
+    of 10 leave-one-seed-out subsets; its premise in 2 of 10)" where the subsets say so
+    (the premise named where the question is gated and the premise itself is fragile),
+    else " (fragile)" (a part one seed moved by a few steps flips)."""
+    bits = []
+    loo = _question_loo(stability).get(q.get("id"))
+    if loo and loo[0] < loo[1]:
+        bits.append(f"holds in {loo[0]} of {loo[1]} leave-one-seed-out subsets")
+    prem = _premise_loo(stability, status)
+    if q.get("gated") is True and prem and prem[4]:
+        bits.append(f"its premise in {prem[1]} of {prem[2]}" if bits else
+                    f"its premise holds in {prem[1]} of {prem[2]} leave-one-seed-out subsets")
+    return f" (fragile: {'; '.join(bits)})" if bits else " (fragile)"
+
+
+def _seeds_or(seeds: list[str]) -> str:
+    """"seed 4", "seed 0 or 1", "seed 0, 1 or 5": the left-out seeds of one answer."""
+    return "seed " + (seeds[0] if len(seeds) == 1 else
+                      f"{', '.join(seeds[:-1])} or {seeds[-1]}")
+
+
+def _by_word(words: Mapping[str, str], skip: str, show) -> list[str]:
+    """The subsets whose word is not ``skip``, grouped by the word as shown (``show``:
+    seed -> printed word): "without seed 4: INCONCLUSIVE (premise not shown)", "without
+    seed 0, 1 or 2: INCONCLUSIVE"; a word the premise gate gave first, then by count."""
+    groups: dict[str, list[str]] = {}
+    for seed, w in words.items():
+        if w != skip:
+            groups.setdefault(show(seed), []).append(seed)
+    order = sorted(groups.items(), key=lambda kv: ("(premise " not in kv[0], -len(kv[1])))
+    return [f"without {_seeds_or(seeds)}: {w}" for w, seeds in order]
 
 
 def _question_loo_line(stability: Any, qs: Iterable) -> str:
@@ -1389,12 +1442,12 @@ def _question_loo_line(stability: Any, qs: Iterable) -> str:
         if agree == total:
             alike.setdefault(total, []).append(f"`{q['id']}`")
             continue
-        bit = f"`{q['id']}`: {agree} of {total} subsets give the same answer"
-        other = [(seed, _subset_word(words, held, seed)) for seed, w in words.items()
-                 if w != q.get("verdict")]
+        bit = (f"`{q['id']}`: {agree} of {total} subsets "
+               f"{'gives' if agree == 1 else 'give'} the same answer")
+        other = _by_word(words, str(q.get("verdict")),
+                         lambda seed: _subset_word(words, held, seed))
         if other:
-            named = ", ".join(f"without seed {seed}: {w}" for seed, w in other[:3])
-            bit += f" ({named}" + (f"; {len(other) - 3} more" if len(other) > 3 else "") + ")"
+            bit += f" ({'; '.join(other)})"
         if q.get("verdict") in ("CONFIRMED", "REFUTED"):
             bit += ", fragile"
         bits.append(bit)

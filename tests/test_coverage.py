@@ -197,12 +197,12 @@ def test_items_are_covered_by_claims_declarations_with_report_verdicts(
     # the claim as a whole answers its record.fields: the claim's verdict
     assert items["skeptic_critique.concrete_test"]["covered_by"] == [
         {"claim": "toy-built", "part": None, "verdict": "CONFIRMED", "scale": "smoke",
-         "needs": "", "words": ["CONFIRMED"]}]
+         "needs": "", "words": ["CONFIRMED"], "fragile": False}]
     # an `answers` entry maps to one part: that part's verdict, not the claim's (and it
     # is the one shown when record.fields lists the same path)
     assert items["referee_report.major_comments[1]"]["covered_by"] == [
         {"claim": "toy-built", "part": "seeds", "verdict": "REFUTED", "scale": "smoke",
-         "needs": "", "words": ["REFUTED"]}]
+         "needs": "", "words": ["REFUTED"], "fragile": False}]
     assert items["falsifier"]["covered_by"][0]["verdict"] == "not run"
     left = items["referee_report.major_comments[0]"]
     assert not left["covered"] and left["reason"]
@@ -254,11 +254,11 @@ def test_an_item_shows_its_questions_verdict_with_the_scales_side_by_side(
     assert [c for c in items["skeptic_critique.concrete_test"]["covered_by"]
             if c["claim"] == "toy-q"] == [
         {"claim": "toy-q", "part": "bound", "verdict": "CONFIRMED", "scale": "smoke",
-         "needs": "", "words": ["CONFIRMED"]}]
+         "needs": "", "words": ["CONFIRMED"], "fragile": False}]
     assert [c for c in items["referee_report.major_comments[1]"]["covered_by"]
             if c["claim"] == "toy-q"] == [
         {"claim": "toy-q", "part": "seeds", "verdict": "REFUTED", "scale": "smoke",
-         "needs": "", "words": ["REFUTED"]}]
+         "needs": "", "words": ["REFUTED"], "fragile": False}]
     # a full-scale report beside it: both scales, the question's word across them
     _write_report(out / "full", "toy-q", "CONFIRMED",
                   {"b": "CONFIRMED", "s1": "CONFIRMED", "s2": "CONFIRMED"},
@@ -490,3 +490,25 @@ def test_a_fragile_question_is_marked_fragile_in_coverage_and_still_counts_decid
         for c in items[p]["covered_by"] if c["claim"] == "toy-q"}
     assert by_q == {"bound": ("CONFIRMED", ["CONFIRMED"]),
                     "seeds": ("REFUTED (fragile)", ["REFUTED"])}
+    # the question is decided only where its word is fragile: its cover says so
+    seeds_item = items["referee_report.major_comments[1]"]
+    assert [c["fragile"] for c in seeds_item["covered_by"] if c["claim"] == "toy-q"] == [True]
+    assert [c["fragile"] for c in items["skeptic_critique.concrete_test"]["covered_by"]
+            if c["claim"] == "toy-q"] == [False]
+
+
+def test_an_item_decided_only_through_a_fragile_word_is_counted_so():
+    """A decided item is fragile where a question deciding it is decided only where its
+    word is marked fragile; the page's counts say how many (they stay decided)."""
+    firm = coverage.Cover("c", "q1", "REFUTED", "smoke", "", ("REFUTED",), False)
+    frail = coverage.Cover("c", "q2", "REFUTED (fragile)", "smoke", "", ("REFUTED",), True)
+    open_ = coverage.Cover("c", "q3", "INCONCLUSIVE", "smoke", "x", ("INCONCLUSIVE",), False)
+    rows = [coverage.Row("a", "p", [firm]), coverage.Row("b", "p", [firm, frail]),
+            coverage.Row("c", "p", [frail, open_])]
+    assert [(r.decided, r.fragile) for r in rows] == [(True, False), (True, True),
+                                                      (False, False)]
+    cov = coverage.RecordCoverage("rec.json", "1", "paper", rows)
+    assert coverage.fragile_count([cov]) == 1
+    assert "2 of 3 checkable items decided (1 fragile), 1 partly" in coverage._summary(cov)
+    assert "1 of them only through a word marked fragile" in coverage._decided_line([cov])
+    assert [i["fragile"] for i in cov.to_dict()["items"]] == [False, True, False]

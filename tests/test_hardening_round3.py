@@ -134,7 +134,7 @@ def test_a_full_report_without_a_verdict_leaves_no_word_standing_alone(
     spoil(full)
     (out / "full").mkdir()
     (out / "full" / "toy-claim.json").write_text(json.dumps(full))
-    text, scale, needs, words = coverage._verdict_needs(toy.CLAIM, None, out)
+    text, scale, needs, words, _ = coverage._verdict_needs(toy.CLAIM, None, out)
     assert says in text and words == () and scale is None
     header, rows = report.question_rows(out, {"toy-claim": toy.CLAIM})
     cells = dict(zip(header, rows[0]))

@@ -50,8 +50,8 @@ def test_why_a_subset_was_held_shows_only_beside_inconclusive_and_only_the_gates
     line = report._question_loo_line(stab, [{"id": "q", "verdict": "CONFIRMED",
                                              "kind": "experiment"}])
     # a decided subset word was never held; a why that is no gate's word is no why
-    assert "without seed 0: REFUTED," in line and "REFUTED (premise" not in line
-    assert "without seed 1: INCONCLUSIVE," in line and "heading" not in line
+    assert "without seed 0: REFUTED;" in line and "REFUTED (premise" not in line
+    assert "without seed 1: INCONCLUSIVE)" in line and "heading" not in line
     assert "without seed 2: INCONCLUSIVE (premise not reproduced)" in line
 
 
