@@ -18,7 +18,7 @@ import sys
 import warnings
 from pathlib import Path
 from collections import Counter
-from typing import Any, Iterable, Mapping
+from typing import Any, Iterable, Mapping, NamedTuple
 
 from audit import safeio, stats, verdict
 from audit.claims import AuditError, Claim
@@ -390,8 +390,8 @@ def _stability_line(stab: Mapping, data: Mapping | None = None) -> str:
         moved = [f"`{qid}` in {a} of {t}" for qid, (a, t, *_) in
                  _question_loo(stab).items() if a < t]
         prem = _premise_loo(stab, _premise_status(data))
-        prem_txt = (f"; the premise holds in {prem[1]} of {prem[2]}, see the premise line"
-                    if prem and prem[4] else "")
+        prem_txt = (f"; the premise holds in {prem.agree} of {prem.total}, see the premise line"
+                    if prem and prem.fragile else "")
         bits.append(f"leave-one-seed-out: {stab['loo_agree']} of {stab['loo_total']} subsets "
                     f"give the same verdict" + (
                         f" (the questions' own answers hold in fewer: {', '.join(moved)}, "
@@ -663,8 +663,8 @@ def question_section(data: Mapping, lock_txt: str = "",
         gated = any(q.get("gated") is True for q in voting if q["id"] in frail)
         fragile = (" — **fragile** (through "
                    + ", ".join(f"`{q['id']}`" for q in voting if q["id"] in frail)
-                   + (f"; the premise they rest on holds in {prem[1]} of {prem[2]} "
-                      f"leave-one-seed-out subsets" if prem and prem[4] and gated else "")
+                   + (f"; the premise they rest on holds in {prem.agree} of {prem.total} "
+                      f"leave-one-seed-out subsets" if prem and prem.fragile and gated else "")
                    + ")")
     ways = "; ".join(f"`{q['id']}` {q['verdict']} ({q.get('kind', '')}"
                      + (", fragile" if q["id"] in frail else "") + ")" for q in voting)
@@ -1102,7 +1102,7 @@ def _premise_cell(data: Mapping, out_dir: Path | None = None, cid: str = "") -> 
             at = f": {_fmt(value)}" if isinstance(value, (int, float)) and not isinstance(
                 value, bool) else ""
             prem = _premise_loo(d.get("stability"), p["status"])
-            frail = prem is not None and prem[4]
+            frail = prem is not None and prem.fragile
             return str(p["status"]) + (f" (estimate against the effect{at})" if against
                                        else "") + (" (fragile)" if frail else "")
         # no premise: mathematics only where no part is an experiment (an exact claim may
@@ -1159,7 +1159,7 @@ def _stability_cell(data: Mapping) -> str:
         low = [f"question `{worst[1]}` {worst[2]}/{worst[3]}"] if worst and \
             worst[0] < st["loo_agree"] / st["loo_total"] else []
         prem = _premise_loo(st, _premise_status(data))
-        low += [f"premise {prem[1]}/{prem[2]}"] if prem and prem[4] else []
+        low += [f"premise {prem.agree}/{prem.total}"] if prem and prem.fragile else []
         bits.append(f"LOO {st['loo_agree']}/{st['loo_total']}"
                     + (f" ({'; '.join(low)})" if low else ""))
     if st.get("flip") is not None and st.get("resolution"):
@@ -1356,8 +1356,17 @@ def _question_loo(stability: Any) -> dict[str, tuple[int, int, dict, dict]]:
     return out
 
 
-def _premise_loo(stability: Any, status: Any = None
-                 ) -> tuple[str, int, int, dict, bool] | None:
+class _PremiseLoo(NamedTuple):
+    """A report's ``stability["premise"]`` as read (:func:`_premise_loo`)."""
+
+    status: str
+    agree: int
+    total: int
+    words: dict
+    fragile: bool
+
+
+def _premise_loo(stability: Any, status: Any = None) -> _PremiseLoo | None:
     """(status, subsets that agree, subsets, {seed: status}, fragile) of a report's
     ``stability["premise"]``, or None. Read from a report that came from elsewhere: its
     status must be a premise status (``verdict.PREMISE_STATUSES``) and, where ``status``
@@ -1373,7 +1382,7 @@ def _premise_loo(stability: Any, status: Any = None
     agree, total = counts
     fragile = (prem.get("fragile") is True and agree < total
                and prem["status"] in ("reproduced", "not reproduced"))
-    return prem["status"], agree, total, _str_map(prem.get("loo")), fragile
+    return _PremiseLoo(prem["status"], agree, total, _str_map(prem.get("loo")), fragile)
 
 
 def _premise_loo_text(stability: Any, status: Any = None) -> str:
@@ -1402,9 +1411,9 @@ def _fragile_note(q: Mapping, stability: Any, status: str | None = None) -> str:
     if loo and loo[0] < loo[1]:
         bits.append(f"holds in {loo[0]} of {loo[1]} leave-one-seed-out subsets")
     prem = _premise_loo(stability, status)
-    if q.get("gated") is True and prem and prem[4]:
-        bits.append(f"its premise in {prem[1]} of {prem[2]}" if bits else
-                    f"its premise holds in {prem[1]} of {prem[2]} leave-one-seed-out subsets")
+    if q.get("gated") is True and prem and prem.fragile:
+        bits.append(f"its premise in {prem.agree} of {prem.total}" if bits else
+                    f"its premise holds in {prem.agree} of {prem.total} leave-one-seed-out subsets")
     return f" (fragile: {'; '.join(bits)})" if bits else " (fragile)"
 
 
