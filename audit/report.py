@@ -257,12 +257,13 @@ def _shape_problem(data: Mapping) -> str | None:
         if not (isinstance(stab, Mapping)
                 and all(count(stab[k]) for k in ("loo_agree", "loo_total") if k in stab)
                 and stab.get("loo_agree", 0) <= stab.get("loo_total", 0)
+                and stab.get("loo_total", 0) <= len(data.get("seeds") or ())
                 and all(stab.get(k) is None or (is_num(stab[k]) and stab[k] >= 0)
                         for k in ("flip", "resolution"))
                 and isinstance(stab.get("unit", ""), str)
                 and isinstance(stab.get("flip_part", ""), (str, type(None)))):
             return ("'stability' must be null or an object with whole-number counts "
-                    "(loo_agree <= loo_total), flip and resolution numbers >= 0 or null, "
+                    "(loo_agree <= loo_total <= the report's seeds), flip and resolution numbers >= 0 or null, "
                     "and string unit and flip_part")
     return None
 
@@ -563,6 +564,14 @@ def render_markdown(data: Mapping, figure_dir: str | None = None) -> str:
 
     if data.get("notes"):
         lines += ["## What this shows, and what it does not", ""]
+        prem = _premise_loo(data.get("stability"), _premise_status(data))
+        if prem is not None and prem.fragile:
+            # the notes were written by the claim's analysis, before the runner left
+            # each seed out; they name the premise's status from all the seeds
+            lines += [f"The notes below were written from all {prem.total} seeds. Where "
+                      f"they say the premise is {prem.status}, read it as fragile: it is "
+                      f"{prem.status} in only {prem.agree} of the {prem.total} "
+                      f"leave-one-seed-out subsets (see the premise line).", ""]
         for n in data["notes"]:
             lines += [n, ""]
 
@@ -612,19 +621,32 @@ def render_markdown(data: Mapping, figure_dir: str | None = None) -> str:
     return "\n".join(lines)
 
 
+#: the most characters of a ``basis`` a page prints beside a word (the project's own are
+#: under 200); a longer one, from a report written elsewhere, is cut with an ellipsis, so
+#: one field cannot fill every table it appears in
+BASIS_MAX = 300
+
+
+def _basis(v: Any) -> Any:
+    return v[:BASIS_MAX - 1].rstrip() + "…" if isinstance(v, str) and len(v) > BASIS_MAX \
+        else v
+
+
 def report_questions(data: Mapping, claim=None) -> list[dict]:
     """``audit.questions.of_report`` of a report read from elsewhere: a part's ``basis``
     that is no string is dropped first (a question derived from an older report's parts
     would print it, as ``str`` of a list or a number, beside its word; a question's own
-    ``basis`` that is no string is ignored by ``questions.gated_text``)."""
+    ``basis`` that is no string is ignored by ``questions.gated_text``), and a part's or a
+    question's ``basis`` longer than :data:`BASIS_MAX` characters is cut to it."""
     from audit import questions
 
     parts = data.get("parts")
     if isinstance(parts, list):
         data = {**data, "parts": [
-            {k: v for k, v in p.items() if k != "basis" or isinstance(v, str)}
+            {k: _basis(v) for k, v in p.items() if k != "basis" or isinstance(v, str)}
             if isinstance(p, Mapping) else p for p in parts]}
-    return questions.of_report(data, claim)
+    return [{**q, "basis": _basis(q["basis"])} if isinstance(q.get("basis"), str) else q
+            for q in questions.of_report(data, claim)]
 
 
 def _questions_of(data: Mapping) -> list[Mapping]:
@@ -1318,12 +1340,15 @@ def _str_map(obj: Any) -> dict[str, str]:
 
 def _loo_counts(entry: Any) -> tuple[int, int] | None:
     """(agree, total) of a leave-one-seed-out entry from a report: whole numbers with
-    0 <= agree <= total and total > 0, else None."""
+    0 <= agree <= total and total > 0, and as many subsets in its ``loo`` map as
+    ``total`` says (the runner writes both; a count from elsewhere that no map backs,
+    10**30 subsets of a 10-seed run, is not printed), else None."""
     if not isinstance(entry, Mapping):
         return None
     agree, total = entry.get("loo_agree"), entry.get("loo_total")
     if not all(isinstance(n, int) and not isinstance(n, bool) for n in (agree, total)) \
-            or not 0 <= agree <= total or total == 0:
+            or not 0 <= agree <= total or total == 0 \
+            or not isinstance(entry.get("loo"), Mapping) or len(entry["loo"]) != total:
         return None
     return agree, total
 

@@ -148,3 +148,46 @@ def test_hostile_new_fields_leave_every_page_whole(tmp_path):
     assert "undecided (estimate against the effect: -0.7556) |" in row
     page = (out / "genefl-inverted-cosine.md").read_text()
     assert "REFUTED (premise" not in page
+
+
+def test_subset_counts_must_be_backed_by_the_report_s_seeds_and_subsets(tmp_path):
+    data = _load("genefl-inverted-cosine")  # 10 seeds, 10 subsets
+    report.validate(data)
+    for total in (11, 10**30):
+        bad = copy.deepcopy(data)
+        bad["stability"]["loo_total"] = total
+        with pytest.raises(report.AuditError, match="loo_total <= the report's seeds"):
+            report.validate(bad)
+    # a premise or question entry whose count its own subsets do not back is not read
+    prem = copy.deepcopy(data["stability"]["premise"])
+    assert report._premise_loo(data["stability"]) is not None
+    for bad in ({**prem, "loo_total": 10**30}, {k: v for k, v in prem.items() if k != "loo"},
+                {**prem, "loo": dict(list(prem["loo"].items())[:9])}):
+        assert report._premise_loo({"premise": bad}) is None
+        assert report._premise_loo_text({"premise": bad}) == ""
+
+
+def test_a_very_long_basis_is_cut_where_it_is_printed():
+    data = _load("genefl-inverted-cosine")
+    long = "on " + "x" * 5000
+    data["questions"][0]["basis"] = long  # prose-inverted, CONFIRMED
+    for p in data["parts"]:
+        p["basis"] = long
+    (q, *_), md = report.report_questions(data), report.render_markdown(data)
+    assert len(q["basis"]) == report.BASIS_MAX and q["basis"].endswith("…")
+    row = next(ln for ln in md.splitlines() if ln.startswith("| `prose-inverted`"))
+    assert "x" * (report.BASIS_MAX - 4) in row and "x" * report.BASIS_MAX not in row
+    assert len(md) < 4 * len(report.render_markdown(_load("genefl-inverted-cosine")))
+
+
+def test_the_notes_are_read_with_a_fragile_premise():
+    """The claim's notes are written before the runner leaves seeds out: where the
+    premise proves fragile, the notes' section says so before them, and only then."""
+    data = _load("genefl-inverted-cosine")  # smoke: reproduced, 2 of 10 subsets
+    md = report.render_markdown(data)
+    head = md.split("## What this shows, and what it does not", 1)[1].split("\n\n")[1]
+    assert head == ("The notes below were written from all 10 seeds. Where they say the "
+                    "premise is reproduced, read it as fragile: it is reproduced in only "
+                    "2 of the 10 leave-one-seed-out subsets (see the premise line).")
+    full = json.loads((REPORTS / "full" / "genefl-inverted-cosine.json").read_text())
+    assert "read it as fragile" not in report.render_markdown(full)  # 20 of 20

@@ -165,6 +165,11 @@ def test_an_older_report_without_per_question_subsets_renders_as_before(toy, tmp
     {"other": {"loo_agree": -1, "loo_total": 8}},
     {"other": {"loo_agree": 0, "loo_total": 0}},
     {"other": {"loo_total": 8}},
+    # counts that no subsets back: none, or fewer than the count says (10**30 subsets
+    # of an 8-seed run would print as they came)
+    {"other": {"loo_agree": 7, "loo_total": 8}},
+    {"other": {"loo_agree": 7, "loo_total": 10**30, "loo": {"0": "REFUTED"}}},
+    {"other": {"loo_agree": 1, "loo_total": 2, "loo": "0,1"}},
 ])
 def test_hostile_per_question_subsets_are_ignored(toy, tmp_path, table):
     data = _report(toy, tmp_path)
@@ -177,7 +182,8 @@ def test_hostile_per_question_subsets_are_ignored(toy, tmp_path, table):
 def test_hostile_subset_words_are_dropped_not_printed(toy, tmp_path):
     data = _report(toy, tmp_path)
     data["stability"]["questions"] = {
-        "other": {"loo_agree": 7, "loo_total": 8, "loo": {"5": ["REFUTED"], "6": 3}},
+        "other": {"loo_agree": 7, "loo_total": 8, "loo": {
+            **{str(i): "CONFIRMED" for i in (0, 1, 2, 3, 4, 7)}, "5": ["REFUTED"], "6": 3}},
         "claim": {"loo_agree": 8, "loo_total": 8, "loo": "everything agrees"}}
     md = report.render_markdown(data)
     assert _marked(data) == {"claim": False, "other": True}
