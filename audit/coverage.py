@@ -362,7 +362,10 @@ def _verdict_needs(claim, ref: str | None, out: Path
     if len(words) == 1:  # the scales agree: an earlier code's report changes nothing
         older = {}
     each = ", ".join(f"{s} {shown(s, v)}" + _earlier(older.get(s)) for s, v in found.items())
-    return f"{word} ({each})", None, need, tuple(found.values()), firm_less
+    # the common word is no firmer than the scales it comes from: fragile where every
+    # scale that decides it is
+    mark = ", fragile" if firm_less and word in DECIDED else ""
+    return f"{word}{mark} ({each})", None, need, tuple(found.values()), firm_less
 
 
 def _earlier(commit: str | None) -> str:
@@ -550,7 +553,7 @@ def _decided_line(coverages: list[RecordCoverage]) -> str:
     p = partly_decided_count(coverages)
     f = fragile_count(coverages)
     pct = f" ({100 * d / k:.0f} %)" if k else ""
-    frail = f", {f} of them only through a word marked fragile" if f else ""
+    frail = f", {f} of them resting on a word marked fragile (a question that one seed, or one left-out seed, could leave undecided)" if f else ""
     return (f"Checkable items: {k} (by computation, exact arithmetic or the paper's printed "
             f"numbers); covered by a claim: {c}; decided (every question that answers it "
             f"CONFIRMED or REFUTED at some committed scale; measurements aside): {d}{pct}"
@@ -573,7 +576,7 @@ def _summary(cov: RecordCoverage) -> str:
     frail = sum(r.fragile for r in cov.rows)
     return (f"{k} of {n} items covered by a claim; {n - k} not covered, each with a "
             f"reason; {dec} of {chk} checkable items decided"
-            + (f" ({frail} fragile)" if frail else "")
+            + (f" ({frail} resting on a word marked fragile)" if frail else "")
             + (f", {part} partly" if part else ""))
 
 

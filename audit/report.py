@@ -564,14 +564,7 @@ def render_markdown(data: Mapping, figure_dir: str | None = None) -> str:
 
     if data.get("notes"):
         lines += ["## What this shows, and what it does not", ""]
-        prem = _premise_loo(data.get("stability"), _premise_status(data))
-        if prem is not None and prem.fragile:
-            # the notes were written by the claim's analysis, before the runner left
-            # each seed out; they name the premise's status from all the seeds
-            lines += [f"The notes below were written from all {prem.total} seeds. Where "
-                      f"they say the premise is {prem.status}, read it as fragile: it is "
-                      f"{prem.status} in only {prem.agree} of the {prem.total} "
-                      f"leave-one-seed-out subsets (see the premise line).", ""]
+        lines += _notes_caveat(data)
         for n in data["notes"]:
             lines += [n, ""]
 
@@ -1110,6 +1103,14 @@ def _leans_against(premise: Mapping) -> bool:
     return premise.get("status") == "undecided" and premise.get("leans") == "against"
 
 
+def _test_metric_read(data: Mapping) -> bool:
+    """Whether a search that chose this report's settings read a test-set metric
+    (``searches[].test_metric_read``): the premise measured in that setting may be
+    flattered by the choice, though the search ran on tuning seeds."""
+    return any(isinstance(x, Mapping) and x.get("test_metric_read") is True
+               for x in (data.get("searches") or ()) if isinstance(data.get("searches"), list))
+
+
 def _premise_cell(data: Mapping, out_dir: Path | None = None, cid: str = "") -> str:
     """The premise's status in ``data``; where the claim's report at another scale (the
     other folder of :func:`scale_folders`) states another, every scale's, side by side
@@ -1126,7 +1127,8 @@ def _premise_cell(data: Mapping, out_dir: Path | None = None, cid: str = "") -> 
             prem = _premise_loo(d.get("stability"), p["status"])
             frail = prem is not None and prem.fragile
             return str(p["status"]) + (f" (estimate against the effect{at})" if against
-                                       else "") + (" (fragile)" if frail else "")
+                                       else "") + (" (fragile)" if frail else "") + (
+                " (setting chosen on test data)" if _test_metric_read(d) else "")
         # no premise: mathematics only where no part is an experiment (an exact claim may
         # run a fixed simulation, which is no proof)
         return "— (none declared)" if _has_experiment(d) else "— (mathematics)"
@@ -1426,6 +1428,33 @@ def _premise_loo_text(stability: Any, status: Any = None) -> str:
             + (f" ({'; '.join(other)})" if other else "") + (", fragile" if fragile else ""))
 
 
+def _notes_caveat(data: Mapping) -> list[str]:
+    """The line before a report's notes where what they name proved fragile: the notes
+    are written by the claim's analysis from all the seeds, before the runner leaves each
+    seed out, so a premise they call reproduced, or a verdict they argue from, may rest
+    on one seed. [] where nothing they could name is fragile."""
+    stab = data.get("stability")
+    bits = []
+    prem = _premise_loo(stab, _premise_status(data))
+    if prem is not None and prem.fragile:
+        bits.append(f"the premise is {prem.status} in only {prem.agree} of the "
+                    f"{prem.total} leave-one-seed-out subsets")
+    loo = _question_loo(stab)
+    for q in report_questions(data):
+        if q.get("id") not in _fragile_questions(data) \
+                or q.get("verdict") not in ("CONFIRMED", "REFUTED"):
+            continue
+        a, t = loo.get(q["id"], (0, 0))[:2]
+        bits.append(f"`{q['id']}` ({q['verdict']}) is fragile"
+                    + (f": it holds in {a} of {t}" if a < t else ""))
+    if not bits:
+        return []
+    n = len(data.get("seeds") or ())
+    return [f"The notes below were written from all {n} seeds, before the check that leaves "
+            f"each out in turn; read them with what it found: {'; '.join(bits)} (see the "
+            f"premise line and the stability line).", ""]
+
+
 def _fragile_note(q: Mapping, stability: Any, status: str | None = None) -> str:
     """What marks a fragile question's word in its report's table: " (fragile: holds in 1
     of 10 leave-one-seed-out subsets; its premise in 2 of 10)" where the subsets say so
@@ -1539,9 +1568,14 @@ def question_rows(out_dir: Path, claims: Mapping) -> tuple[list[str], list[list]
                 f"{s}: {why}, so no word across scales" for s, why in missing.items()
                 if s not in q["by_scale"]])
             both = both and not any(s not in q["by_scale"] for s in missing)
+            # the common word is no firmer than the scales it comes from: fragile where
+            # every scale that decides it marks it so
+            deciding = [s for s, v in q["by_scale"].items() if v in ("CONFIRMED", "REFUTED")]
+            frail = " (fragile)" if q["combined"] in ("CONFIRMED", "REFUTED") and deciding \
+                and all(q["id"] in fragile.get(s, ()) for s in deciding) else ""
             rows.append([f"`{cid}`", f"`{_inert(q['id'])}`: {_inert(q['asks'])}",
                          _inert(q["kind"]), *cells,
-                         (f"**{_inert(q['combined'])}**" if both else "—"),
+                         (f"**{_inert(q['combined'])}**{frail}" if both else "—"),
                          _inert(why) or "—"])
     header = ["claim", "question (our words)", "kind",  # a scale: a report's, so inert
               *map(_inert, scales), "across scales", "why they differ / caveats"]
@@ -1640,9 +1674,14 @@ def _write_index(out_dir: Path, claims: Mapping[str, Claim]) -> Path:
             "scales' reports disagree, each scale's status; 'estimate against the effect' "
             "marks an undecided one whose estimate lies on the other side of its rule's "
             "margin, where more seeds are likelier to show it absent; '(fragile)' marks "
-            "a decided one that one left-out seed changes). Reachable: "
-            "the verdicts the parts entering the claim's verdict can return (a derivation's "
-            "verdict is a proof). Stability: leave-one-seed-out agreement and the flip "
+            "a decided one that one left-out seed changes; 'setting chosen on test data' "
+            "a scale whose settings a search chose on a test-set metric, on tuning seeds "
+            "but on the test examples the premise is measured on, so a premise reproduced "
+            "there may be flattered: the page's search record says what was read). "
+            "Reachable: the verdicts the parts entering the claim's verdict can return by "
+            "their rules, on some data (a derivation's verdict is a proof); not what this "
+            "setting could give: a part whose setting allowed one outcome only says so in "
+            "its reason. Stability: leave-one-seed-out agreement and the flip "
             "distance of the closest decisive test; a decided verdict is fragile when one "
             "seed moved by three test examples or fewer, or one left-out seed, flips it (an "
             "INCONCLUSIVE one is never called fragile: its flip distance says how near a "

@@ -490,6 +490,16 @@ def test_a_fragile_question_is_marked_fragile_in_coverage_and_still_counts_decid
         for c in items[p]["covered_by"] if c["claim"] == "toy-q"}
     assert by_q == {"bound": ("CONFIRMED", ["CONFIRMED"]),
                     "seeds": ("REFUTED (fragile)", ["REFUTED"])}
+    # with a second scale that is fragile too, the common word is no firmer than both
+    full = out / "full"
+    full.mkdir()
+    (full / "toy-q.json").write_text(json.dumps({**data, "scale": "full"}))
+    rc, got, _ = _review_json(capsys, rec, "--out", out)
+    both = {c["part"]: c["verdict"] for c in _items(got[0])[
+        "referee_report.major_comments[1]"]["covered_by"] if c["claim"] == "toy-q"}
+    assert both == {"seeds": "REFUTED, fragile (smoke REFUTED (fragile), full REFUTED "
+                             "(fragile))"}
+    (full / "toy-q.json").unlink()
     # the question is decided only where its word is fragile: its cover says so
     seeds_item = items["referee_report.major_comments[1]"]
     assert [c["fragile"] for c in seeds_item["covered_by"] if c["claim"] == "toy-q"] == [True]
@@ -509,6 +519,6 @@ def test_an_item_decided_only_through_a_fragile_word_is_counted_so():
                                                       (False, False)]
     cov = coverage.RecordCoverage("rec.json", "1", "paper", rows)
     assert coverage.fragile_count([cov]) == 1
-    assert "2 of 3 checkable items decided (1 fragile), 1 partly" in coverage._summary(cov)
-    assert "1 of them only through a word marked fragile" in coverage._decided_line([cov])
+    assert "2 of 3 checkable items decided (1 resting on a word marked fragile), 1 partly" in coverage._summary(cov)
+    assert "1 of them resting on a word marked fragile" in coverage._decided_line([cov])
     assert [i["fragile"] for i in cov.to_dict()["items"]] == [False, True, False]

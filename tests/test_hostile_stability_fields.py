@@ -186,8 +186,30 @@ def test_the_notes_are_read_with_a_fragile_premise():
     data = _load("genefl-inverted-cosine")  # smoke: reproduced, 2 of 10 subsets
     md = report.render_markdown(data)
     head = md.split("## What this shows, and what it does not", 1)[1].split("\n\n")[1]
-    assert head == ("The notes below were written from all 10 seeds. Where they say the "
-                    "premise is reproduced, read it as fragile: it is reproduced in only "
-                    "2 of the 10 leave-one-seed-out subsets (see the premise line).")
+    assert head == ("The notes below were written from all 10 seeds, before the check "
+                    "that leaves each out in turn; read them with what it found: the "
+                    "premise is reproduced in only 2 of the 10 leave-one-seed-out subsets; "
+                    "`selection-reversal` (REFUTED) is fragile: it holds in 1 of 10 (see "
+                    "the premise line and the stability line).")
     full = json.loads((REPORTS / "full" / "genefl-inverted-cosine.json").read_text())
-    assert "read it as fragile" not in report.render_markdown(full)  # 20 of 20
+    head = report.render_markdown(full).split("## What this shows")[1].split("\n\n")[1]
+    assert head.endswith("read them with what it found: `selection-reversal` (REFUTED) is "
+                         "fragile: it holds in 19 of 20 (see the premise line and the "
+                         "stability line).")  # the premise holds in 20 of 20
+    # nothing fragile: no line
+    lips = _load("lips-dropout-control")
+    assert "before the check that leaves" not in report.render_markdown(lips)
+
+
+def test_a_premise_measured_in_a_setting_chosen_on_test_data_says_so_in_the_index():
+    data = _load("genefl-inverted-cosine")  # smoke: its search read no test metric
+    assert report._premise_cell(data) == "reproduced (fragile)"
+    full = json.loads((REPORTS / "full" / "genefl-inverted-cosine.json").read_text())
+    assert full["searches"][0]["test_metric_read"] is True
+    assert report._premise_cell(full) == "reproduced (setting chosen on test data)"
+    for odd in ("yes", 1, None):  # only a true flag from elsewhere marks it
+        bad = copy.deepcopy(full)
+        bad["searches"][0]["test_metric_read"] = odd
+        assert report._premise_cell(bad) == "reproduced"
+    assert report._premise_cell({**full, "searches": {"test_metric_read": True}}) == \
+        "reproduced"

@@ -6,6 +6,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import json
+from pathlib import Path
 
 import pytest
 
@@ -304,3 +305,34 @@ def test_the_premise_s_own_subsets_are_read_defensively_and_marked_in_the_index(
     data = {"premise": {"status": "reproduced", "effect": "e"}, "stability": good}
     assert report._premise_cell(data) == "reproduced (fragile)"
     assert report._premise_cell({**data, "stability": same}) == "reproduced"
+
+
+def test_the_word_across_scales_is_no_firmer_than_the_scales_it_comes_from(tmp_path):
+    """GENE-FL's `selection-reversal` is REFUTED and fragile at both committed scales:
+    the index's common word carries the mark; a question firm at one scale does not."""
+    import shutil
+
+    from audit.cli import main
+
+    repo = Path(__file__).resolve().parents[1] / "reports"
+    (tmp_path / "full").mkdir()
+    for sub in ("", "full"):
+        for f in [*(repo / sub).glob("genefl-*.json"), repo / sub / ".audit-output"]:
+            shutil.copy(f, tmp_path / sub / f.name)
+    assert main(["report", "--out", str(tmp_path)]) == 0
+    rows = {ln.split("|")[2].split("`")[1]: ln for ln in
+            (tmp_path / "README.md").read_text().splitlines()
+            if ln.startswith("| `genefl-inverted-cosine` | `")}
+    assert rows["selection-reversal"].split("|")[-3].strip() == "**REFUTED** (fragile)"
+    assert rows["prose-inverted"].split("|")[-3].strip() == "**CONFIRMED**"
+    # one scale firm: the common word is as firm as that scale
+    data = json.loads((tmp_path / "full" / "genefl-inverted-cosine.json").read_text())
+    data["stability"]["questions"]["selection-reversal"].update(
+        loo_agree=20, fragile=False, loo={str(s): "REFUTED" for s in data["seeds"]})
+    for p in data["parts"]:
+        p["fragile"] = False
+    (tmp_path / "full" / "genefl-inverted-cosine.json").write_text(json.dumps(data))
+    assert main(["report", "--out", str(tmp_path)]) == 0
+    row = next(ln for ln in (tmp_path / "README.md").read_text().splitlines()
+               if ln.startswith("| `genefl-inverted-cosine` | `selection-reversal`"))
+    assert row.split("|")[-3].strip() == "**REFUTED**"
