@@ -1103,12 +1103,14 @@ def _leans_against(premise: Mapping) -> bool:
     return premise.get("status") == "undecided" and premise.get("leans") == "against"
 
 
-def _test_metric_read(data: Mapping) -> bool:
-    """Whether a search that chose this report's settings read a test-set metric
-    (``searches[].test_metric_read``): the premise measured in that setting may be
-    flattered by the choice, though the search ran on tuning seeds."""
-    return any(isinstance(x, Mapping) and x.get("test_metric_read") is True
-               for x in (data.get("searches") or ()) if isinstance(data.get("searches"), list))
+def _searches_flag(data: Mapping, flag: str) -> bool:
+    """Whether a search that chose this report's settings is marked ``flag``:
+    ``test_metric_read`` (it read a test-set metric, on tuning seeds) or
+    ``verdict_seeds_used`` (it read results of the verdict's own seeds). Either way the
+    premise measured in that setting may be flattered by the choice."""
+    searches = data.get("searches")
+    return isinstance(searches, list) and any(
+        isinstance(x, Mapping) and x.get(flag) is True for x in searches)
 
 
 def _premise_cell(data: Mapping, out_dir: Path | None = None, cid: str = "") -> str:
@@ -1128,7 +1130,9 @@ def _premise_cell(data: Mapping, out_dir: Path | None = None, cid: str = "") -> 
             frail = prem is not None and prem.fragile
             return str(p["status"]) + (f" (estimate against the effect{at})" if against
                                        else "") + (" (fragile)" if frail else "") + (
-                " (setting chosen on test data)" if _test_metric_read(d) else "")
+                " (setting chosen on verdict seeds)" if _searches_flag(d, "verdict_seeds_used")
+                else "") + (" (setting chosen on test data)"
+                            if _searches_flag(d, "test_metric_read") else "")
         # no premise: mathematics only where no part is an experiment (an exact claim may
         # run a fixed simulation, which is no proof)
         return "— (none declared)" if _has_experiment(d) else "— (mathematics)"
@@ -1676,8 +1680,10 @@ def _write_index(out_dir: Path, claims: Mapping[str, Claim]) -> Path:
             "margin, where more seeds are likelier to show it absent; '(fragile)' marks "
             "a decided one that one left-out seed changes; 'setting chosen on test data' "
             "a scale whose settings a search chose on a test-set metric, on tuning seeds "
-            "but on the test examples the premise is measured on, so a premise reproduced "
-            "there may be flattered: the page's search record says what was read). "
+            "but on the test examples the premise is measured on, and 'setting chosen on "
+            "verdict seeds' one whose choice read the verdict's own seeds, so a premise "
+            "reproduced there may be flattered: the page's search record says what was "
+            "read). "
             "Reachable: the verdicts the parts entering the claim's verdict can return by "
             "their rules, on some data (a derivation's verdict is a proof); not what this "
             "setting could give: a part whose setting allowed one outcome only says so in "

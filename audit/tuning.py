@@ -32,8 +32,9 @@ class Search:
 
     ``seeds`` must all be tuning seeds; ``tried`` lists each candidate with what the pilot
     measured on it (plain text, numbers included). ``verdict_seeds_used`` is True for a
-    choice made, before this rule existed, on seeds a verdict also uses: the report then
-    says so instead of hiding it. ``test_metric_read`` is True for a choice made on a
+    choice that read results of seeds a verdict also uses (a pilot run before tuning seeds
+    were reserved, or a stated setting kept because the premise showed on verdict seeds):
+    the report then says so instead of hiding it. ``test_metric_read`` is True for a choice made on a
     test-set metric (before ``audit tune`` refused one): the tuning seeds train other
     models, but the test examples can be the ones the verdict reads, so the report flags
     it."""
@@ -61,8 +62,9 @@ class Search:
 
     def markdown(self) -> str:
         seeds = ", ".join(str(s) for s in self.seeds) or "none"
-        warn = (" **Chosen on verdict seeds** (made before tuning seeds were reserved; "
-                "not yet re-chosen)." if self.verdict_seeds_used else "")
+        warn = (" **Chosen on verdict seeds** (the choice read results of seeds the "
+                "verdict also uses; not yet re-chosen on tuning seeds alone)."
+                if self.verdict_seeds_used else "")
         if self.test_metric_read:
             warn += (" **Chosen on a test-set metric** (tuning seeds, but test examples "
                      "the verdict may read; not yet re-chosen on validation data).")

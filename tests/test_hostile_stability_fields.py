@@ -145,7 +145,7 @@ def test_hostile_new_fields_leave_every_page_whole(tmp_path):
     index = (out / "README.md").read_text()
     # an undecided premise is never marked fragile
     row = next(ln for ln in index.splitlines() if ln.startswith("| [`lips-dropout"))
-    assert "undecided (estimate against the effect: -0.7556) |" in row
+    assert "undecided (estimate against the effect: -0.7556) (setting chosen on verdict seeds) |" in row
     page = (out / "genefl-inverted-cosine.md").read_text()
     assert "REFUTED (premise" not in page
 
@@ -213,3 +213,6 @@ def test_a_premise_measured_in_a_setting_chosen_on_test_data_says_so_in_the_inde
         assert report._premise_cell(bad) == "reproduced"
     assert report._premise_cell({**full, "searches": {"test_metric_read": True}}) == \
         "reproduced"
+    # a choice that read the verdict's own seeds says so too (LIPS smoke's pilot)
+    lips = _load("lips-dropout-control")
+    assert report._premise_cell(lips).endswith("(setting chosen on verdict seeds)")
