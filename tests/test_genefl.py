@@ -646,3 +646,82 @@ def test_a_fair_control_that_differs_on_one_seed_is_inconclusive():
     out, reason, needs = _fair_decide({"control": "bytes", "n": 10, "n_differ": 1,
                                        "size_txt": "", "vacuous_needs": "x"})
     assert out == Outcome.INCONCLUSIVE and "1 of 10 seeds" in reason and needs
+
+
+# ------------------------------ the notes say what the numbers are (a referee read)
+def _notes_at(diffs, planted_gap):
+    """The analysis of fake results whose base top-gamma minus bottom-gamma on seed i is
+    ``diffs[i]`` and top-gamma minus its planted copy ``planted_gap[i]``: the reviewer's
+    test part and the notes (NOTE_OWN_TEST, NOTE_THRESHOLDS)."""
+    from audit.claims import RunSpec
+    from audit.runner import make_context
+
+    IC = _ic()
+    ctx = make_context(IC.CLAIM, "smoke", seeds=list(range(len(diffs))))
+    res = _fake_results(ctx, {})
+    for spec, r in res.items():
+        if spec.setting:
+            continue
+        top = res[RunSpec("top-gamma", spec.seed)]["agnostic_acc"]
+        if spec.arm == "bottom-gamma":
+            r["agnostic_acc"] = top - diffs[spec.seed]
+        elif spec.arm == "top-gamma":
+            r["agnostic_acc_planted"] = top - planted_gap[spec.seed]
+    a = IC.analyse(res, ctx)
+    part = {p.id: p for p in a.parts}["accuracy-top-vs-bottom"]
+    own = next(n for n in a.notes if n.startswith("The reviewer's own test"))
+    thr = next(n for n in a.notes if n.startswith("Thresholds:"))
+    return part, own, thr
+
+
+# decided REFUTED at a mean well below the rule's power-0.8 effect, one seed's difference
+# 0.005 from flipping the sign test (fragile); the planted handicap about 0.005, not d
+_SMALL_DIFFS = [0.25, 0.05, 0.1, 0.2, 0.005, 0.15, 0.3, 0.08, 0.12, -0.005]
+_SHORT_GAP = [0.004, 0.006, 0.005, 0.007, 0.003, 0.005, 0.006, 0.004, 0.005, 0.006]
+
+
+def test_thresholds_note_names_the_mde_as_decided_with_its_power_not_the_smallest():
+    """The note called the rule's minimum detectable effect 'the smallest effect the rule
+    decides', beside a run the rule decided at a smaller mean. It is the effect decided
+    with the rule's power (taken from the rule, not typed), and smaller ones can be."""
+    import re
+
+    from audit import stats
+
+    part, _, thr = _notes_at(_SMALL_DIFFS, _SHORT_GAP)
+    assert part.verdict == Outcome.REFUTED
+    diff = np.asarray(_SMALL_DIFFS)
+    power = stats.three_way(diff, np.zeros_like(diff), equivalence_margin=0.02).power
+    mde = stats.rule_mde(len(diff), 0.05, power=power) * float(np.std(diff, ddof=1))
+    assert diff.mean() < mde  # the case the old wording got wrong
+    assert "smallest effect" not in thr
+    assert f"{mde:.4f} with probability {power:g}" in thr
+    assert re.search(r"smaller effects are decided less often, not never: this run "
+                     rf"decided REFUTED at {diff.mean():.4f}", thr)
+
+
+def test_thresholds_note_uses_the_realised_planted_handicap_not_d():
+    """Where round(d x n) plants much less than d (few test examples a client), the reason
+    said so and the note still called it a handicap 'of size d'."""
+    part, _, thr = _notes_at(_SMALL_DIFFS, _SHORT_GAP)
+    realised = float(np.mean(_SHORT_GAP))
+    assert f"The realised handicap is {realised:.4f}" in part.reason  # the reason's number
+    assert "of size d" not in thr and "resolves d" not in thr
+    assert f"is {realised:.4f}, under 0.5 x d, not d" in thr
+    # a handicap near d is reported as such, with no 'short' clause
+    _, _, near = _notes_at(_SMALL_DIFFS, [g + 0.015 for g in _SHORT_GAP])
+    assert f"is {realised + 0.015:.4f}." in near and "under 0.5 x d" not in near
+
+
+def test_own_test_note_says_when_its_word_is_fragile():
+    """The note said REFUTED goes 'AGAINST the reviewer' in capitals on a word one seed's
+    metric moved by under one test example flips; the part's flip distance is known when
+    the notes are built, so the note says so (and drops the capitals)."""
+    part, own, _ = _notes_at(_SMALL_DIFFS, _SHORT_GAP)
+    assert part.verdict == Outcome.REFUTED and part.fragile
+    assert "AGAINST" not in own and "goes against the reviewer" in own
+    assert (f"fragile: moving one seed's agnostic accuracy by {part.flip:.4f} "
+            f"({part.flip / part.resolution:.1f} test examples)") in own
+    # a robust word: no such clause
+    sure, own2, _ = _notes_at([0.1 + 0.01 * (i % 3) for i in range(10)], _SHORT_GAP)
+    assert sure.verdict == Outcome.REFUTED and not sure.fragile and "fragile" not in own2

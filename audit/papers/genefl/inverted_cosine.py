@@ -278,7 +278,7 @@ def _reversal(top, bottom, nogene, planted, d, alpha, resolution, cell=False) ->
     premise = _premise_decide(prem_tw, d)
     s = sens.difference
     seen = ("detected" if cell else "detected (sensitive)") if sensitive else "NOT detected"
-    short = D.SENSITIVITY_SHORT.format(mean=s.mean) if s.mean < d / 2 else ""
+    short = D.SENSITIVITY_SHORT.format(mean=s.mean) if s.mean < D.SHORT_OF_D * d else ""
     sens_txt = (D.SENSITIVITY_CELL if cell else D.SENSITIVITY).format(
         d=d, mean=s.mean, ci=stats.ci_text(s, D.SENSITIVITY_CI, level=100 * (1 - alpha)),
         seen=seen, short=short)

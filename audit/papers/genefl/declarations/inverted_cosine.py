@@ -187,8 +187,10 @@ SENSITIVITY = (" Assay sensitivity at d = {d}: top-gamma minus its planted copy 
 #: SENSITIVITY's {ci}, filled by audit.stats.ci_text (a zero-width or undefined interval
 #: prints its no-interval text instead, never "[x, x]" or "nan")
 SENSITIVITY_CI = "{level:g}% CI [{low:.4f}, {high:.4f}]"
-#: SENSITIVITY's {short}, where the realised handicap is under half of d (clients with
-#: fewer than about 1/d test examples get a rounded share of 0 or 1 example)
+#: SENSITIVITY's {short}, where the realised handicap is under SHORT_OF_D x d (clients
+#: with fewer than about 1/d test examples get a rounded share of 0 or 1 example); the
+#: notes (NOTE_THRESHOLDS's {short}) read the same test
+SHORT_OF_D = 0.5  # the realised handicap is short of d below this share of d
 SENSITIVITY_SHORT = (" The realised handicap is {mean:.4f}, not d: clients hold few test "
                      "examples, so round(d x n) falls short; what was detected is that gap, "
                      "smaller than d.")
@@ -248,9 +250,14 @@ NOTE_OWN_TEST = (
 CI_METHOD = "{level:.4g}% CI [{low:.4f}, {high:.4f}], {method}"
 #: NOTE_OWN_TEST's tail where the test goes against the reviewer
 NOTE_OWN_TEST_AGAINST = (
-    ": the consequence the reviewer draws goes AGAINST the reviewer, while the derivation "
+    ": the consequence the reviewer draws goes against the reviewer, while the derivation "
     "behind it (`prose-inverted`) stands; the two are separate questions with separate "
     "verdicts.")
+#: after NOTE_OWN_TEST where the accuracy part is fragile (Part.fragile: decided, and
+#: one seed's metric moved by its flip distance, at most three test examples, flips it)
+NOTE_OWN_TEST_FRAGILE = (
+    " That word is fragile: moving one seed's agnostic accuracy by {flip:.4f} ({examples:.1f} "
+    "test examples) would flip the decisive test.")
 NOTE_DIRECTION = (
     "Direction is a derivation: at equal size Eq. 9 orders layers by cosine, and a moved "
     "layer's cosine is below 1, so the untouched layer always scores higher; the prose's "
@@ -282,13 +289,26 @@ NOTE_THRESHOLDS = (
     "Thresholds: d = {d} (a stated multiple of the resolution, about {examples:.1f} test "
     "examples of the mean agnostic accuracy; one example = {resolution:.4f}); alpha = "
     "{alpha:g} (0.05 x the look's alpha fraction {fraction:g}). Assay sensitivity is "
-    "checked with a planted handicap of size d through the model's real predictions "
-    "(round(d x n) correct predictions relabelled wrong): {sensitivity}. The planted copy "
-    "shares the top-gamma arm's training, so it shows only that the metric resolves d; "
-    "between two trained arms the seed noise is far larger: the smallest effect of top vs "
-    "bottom the rule itself decides at n = {n} is {mde}, so an equivalence within d is out "
-    "of reach at this scale and the reviewer's test can in practice only go against the "
-    "reviewer or stay undecided here.")
+    "checked with a planted handicap through the model's real predictions (round(d x n) "
+    "correct predictions relabelled wrong): {sensitivity}; the handicap it planted, "
+    "top-gamma minus its planted copy, is {realised:.4f}{short}. The planted copy shares "
+    "the top-gamma arm's training, so it shows only that the metric resolves a handicap of "
+    "that size. Between two trained arms the seed noise is far larger, so an equivalence "
+    "within d is out of reach at this scale and the reviewer's test can in practice only "
+    "go against the reviewer or stay undecided here. {mde}.")
+#: NOTE_THRESHOLDS's {short}, where the realised handicap is short of d (SHORT_OF_D)
+THRESHOLDS_SHORT = (", under {share:g} x d, not d: agnostic clients hold few test examples, "
+                    "so round(d x n) plants less than d")
+#: NOTE_THRESHOLDS's {mde}: the rule's minimum detectable effect (audit.stats.rule_mde at
+#: the rule's own power, in units of the observed spread of the per-seed differences)
+THRESHOLDS_MDE = (
+    "At n = {n} the rule decides an effect of top vs bottom of {mde:.4f} with probability "
+    "{power:g} (its minimum detectable effect, simulated on normal differences with the "
+    "observed spread); smaller effects are decided less often, not never{run}")
+#: THRESHOLDS_MDE's {run}, where the accuracy part was decided at an effect below it
+THRESHOLDS_MDE_RUN = ": this run decided {verdict} at {mean:.4f}"
+THRESHOLDS_NO_MDE = ("At n = {n} the rule decides no effect with probability {power:g} "
+                     "(too few pairs, or seeds that differ, for its sign test)")
 NOTE_SCALE = (
     "The accuracy part runs on a small setting ({scale}): {n} seeds; one test example is "
     "1/{lo} to 1/{hi} of an agnostic client's accuracy. A decision needs Hall's interval, "

@@ -162,8 +162,27 @@ def analysis(ev: Mapping[str, Any], results: Mapping[RunSpec, Mapping],
                    tuple({"label": a, "x": seeds, "y": acc[a].tolist()} for a in arms) +
                    ({"label": "no-gene", "x": seeds, "y": nogene.tolist()},)))
 
-    mde = stats.rule_mde(len(seeds), alpha)
     pd, td = prem_tw.difference, tw.difference
+    acc_part = next(p for p in parts if p.id == "accuracy-top-vs-bottom")  # own test
+    # the rule's minimum detectable effect at its own power (audit.stats.rule_mde: SD
+    # units), scaled by the observed spread: decided with probability tw.power, not the
+    # smallest effect it can decide
+    mde = stats.rule_mde(len(seeds), alpha, power=tw.power)
+    if mde is None:
+        mde_txt = D.THRESHOLDS_NO_MDE.format(power=tw.power, n=len(seeds))
+    else:
+        mde_abs = mde * td.sd
+        below = acc_part.verdict != Outcome.INCONCLUSIVE and abs(td.mean) < mde_abs
+        mde_txt = D.THRESHOLDS_MDE.format(
+            mde=mde_abs, power=tw.power, n=len(seeds),
+            run=D.THRESHOLDS_MDE_RUN.format(verdict=acc_part.verdict.value, mean=td.mean)
+            if below else "")
+    realised = float(sens.difference.mean)  # the planted handicap as realised (the reason's)
+    short = (D.THRESHOLDS_SHORT.format(share=D.SHORT_OF_D)
+             if realised < D.SHORT_OF_D * d else "")
+    fragile = (D.NOTE_OWN_TEST_FRAGILE.format(flip=acc_part.flip,
+                                              examples=acc_part.flip / acc_part.resolution)
+               if acc_part.fragile else "")
     rows_txt = "; ".join(f"gamma {r['gamma']:g}: {r['diff']:+.4f} ({r['verdict']}, n = "
                          f"{r['n']})" for r in sweep_rows)
     mb, mc = match["bottom-gamma-bytes"], match["bottom-gamma-no-classifier"]
@@ -171,9 +190,9 @@ def analysis(ev: Mapping[str, Any], results: Mapping[RunSpec, Mapping],
     notes = (
         D.NOTE_PREMISE.format(effect=premise.effect, status=premise.status, mean=pd.mean,
                               ci=_ci_method(pd)),
-        D.NOTE_OWN_TEST.format(verdict=parts[2].verdict.value, mean=td.mean,
-                               ci=_ci_method(td), tail=D.NOTE_OWN_TEST_AGAINST
-                               if parts[2].verdict == Outcome.REFUTED else "."),
+        D.NOTE_OWN_TEST.format(verdict=acc_part.verdict.value, mean=td.mean,
+                               ci=_ci_method(td), tail=(D.NOTE_OWN_TEST_AGAINST
+                               if acc_part.verdict == Outcome.REFUTED else ".") + fragile),
         D.NOTE_DIRECTION,
         D.NOTE_SIZE.format(rho=rho.mean(), smaller=1 - by_size["perturbed smaller"][1]),
         D.NOTE_SELECTION.format(js=js.mean(), jz=jz.mean(), j_high=D.J_HIGH, j_low=D.J_LOW),
@@ -181,8 +200,8 @@ def analysis(ev: Mapping[str, Any], results: Mapping[RunSpec, Mapping],
                             keep=float(np.mean(known["top-gamma"]))),
         D.NOTE_THRESHOLDS.format(
             d=d, examples=d / resolution, resolution=resolution, alpha=alpha,
-            fraction=float(ctx.alpha_fraction), sensitivity=sens.outcome, n=len(seeds),
-            mde=f"{mde * td.sd:.4f}" if mde is not None else "none (it cannot decide)"),
+            fraction=float(ctx.alpha_fraction), sensitivity=sens.outcome,
+            realised=realised, short=short, mde=mde_txt),
         D.NOTE_SCALE.format(scale=ctx.scale, n=len(seeds), lo=min(n_test), hi=max(n_test)),
         D.NOTE_DEVIATIONS,
         D.NOTE_FAIR.format(bytes_ratio=mb["ratio"].mean(), bytes_jaccard=mb["jaccard"].mean(),
