@@ -1165,7 +1165,9 @@ def three_way(
             needed = max(needed, math.ceil(need * n / differ))
     effect = diff.mean - margin
     gap = f"the observed distance {_g(effect)} of mean(A - B) from the margin {_g(margin)}"
-    as_txt = {"SUPPORTED": " as SUPPORTED", "FALSIFIED": " as FALSIFIED (below the margin)"}.get(
+    as_txt = {"SUPPORTED": " as SUPPORTED",
+              "FALSIFIED": " as FALSIFIED (below the margin; the equivalence route, not "
+                           "simulated, is not counted)"}.get(
         _decides_as(effect), "")
     if needed:
         ties = (f", and {need} differing seeds at the observed share of {differ} in {n}"
@@ -1178,7 +1180,8 @@ def three_way(
     else:
         need_txt = (f"no number of seeds up to {_N_MAX} would let this rule decide "
                     f"{gap}{as_txt}")
-    mde_txt = (f"the smallest effect this rule decides at n = {n} (power {_g(power)}) is "
+    mde_txt = (f"the effect this rule decides with probability {_g(power)} at n = {n} (its "
+               f"minimum detectable effect; smaller ones are decided less often) is "
                f"{_g(mde)}" if mde is not None else
                f"the rule cannot decide at n = {n}" if n < MIN_PAIRS or n < need else
                "no minimum detectable effect can be estimated (no spread)")

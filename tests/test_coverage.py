@@ -519,6 +519,7 @@ def test_an_item_decided_only_through_a_fragile_word_is_counted_so():
                                                       (False, False)]
     cov = coverage.RecordCoverage("rec.json", "1", "paper", rows)
     assert coverage.fragile_count([cov]) == 1
-    assert "2 of 3 checkable items decided (1 resting on a word marked fragile), 1 partly" in coverage._summary(cov)
+    assert ("2 of 3 checkable items decided (1 resting on a word marked fragile), 1 partly"
+            in coverage._summary(cov))
     assert "1 of them resting on a word marked fragile" in coverage._decided_line([cov])
     assert [i["fragile"] for i in cov.to_dict()["items"]] == [False, True, False]

@@ -145,7 +145,8 @@ def test_hostile_new_fields_leave_every_page_whole(tmp_path):
     index = (out / "README.md").read_text()
     # an undecided premise is never marked fragile
     row = next(ln for ln in index.splitlines() if ln.startswith("| [`lips-dropout"))
-    assert "undecided (estimate against the effect: -0.7556) (setting chosen on verdict seeds) |" in row
+    assert ("undecided (estimate against the effect: -0.7556) (setting chosen on verdict "
+            "seeds) |") in row
     page = (out / "genefl-inverted-cosine.md").read_text()
     assert "REFUTED (premise" not in page
 
