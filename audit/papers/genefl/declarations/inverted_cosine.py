@@ -407,7 +407,10 @@ SEARCHES = (
            "the reviewer's comparisons are made at the paper's gamma; the map answers the "
            "record's sensitivity question instead: the gain is there at every gamma and SVD "
            "dimension tried, and most of it at 8 steps is the no-gene baseline not having "
-           "learned yet"),
+           "learned yet",
+           # keeping the stated setting read the premise on verdict seeds (the map, on
+           # tuning seeds, shows the gain there too, but the choice was made on the former)
+           verdict_seeds_used=True),
 )
 
 PAPER_NUMBERS = (
