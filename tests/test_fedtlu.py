@@ -767,3 +767,40 @@ def test_the_power_rule_refuses_a_zero_spread():
     out, reason, needs = _decide_power({"gap": 0.004, "runs": 3, "alpha": 0.05, "rows": rows})
     assert out == Outcome.INCONCLUSIVE and "no seed-to-seed spread in clean" in reason
     assert needs
+
+
+def _score_undefined_analysis(scale="smoke"):
+    from audit.claims import RunContext, RunSpec
+
+    ctx = RunContext(claim_id=SU.CLAIM_ID, scale=scale, config=SU.SCALES[scale], seeds=())
+    results = {RunSpec(a): SU.run(RunSpec(a), ctx) for a in ("literal", "guarded")}
+    return SU.analyse(results, ctx)
+
+
+def test_score_undefined_notes_count_the_parts_kinds_and_say_planted_pick_is_not_replicated():
+    """The note said "all three parts are derivations" while `planted-pick` is an
+    experiment; and its draws (seed, n_planted, planted_size) are the same at smoke and
+    full, so the two scales' pick rates are one computation, not a replication."""
+    a = _score_undefined_analysis()
+    kinds = {p.id: p.kind for p in a.parts}
+    assert kinds["planted-pick"] == "experiment"
+    note = a.notes[0]
+    assert "all three parts are derivations" not in " ".join(a.notes)
+    n_der = sum(k == "derivation" for k in kinds.values())
+    assert f"Of the {len(kinds)} parts, {n_der} derivations (`undefined`, " \
+           "`scale-invariant`: computations, not experiments)" in note
+    assert "and 1 experiment (`planted-pick`:" in note
+    planted = a.notes[1]
+    assert "one computation run again, not a replication" in planted
+    assert "the scales smoke, full, paper" in planted and "n_updates" in planted
+    assert "seed, n_planted, planted_size (0, 200, 64 here)" in planted
+    # the keys named are the ones the draws depend on: other keys change nothing, each
+    # named one changes the instances
+    base = dict(SU.SCALES["smoke"])
+    rows = SU._planted(base, SU._fn("guarded"))
+    assert SU._planted({**base, "n_updates": 7, "sizes": [3]}, SU._fn("guarded")) == rows
+    for k, v in (("seed", 1), ("n_planted", 50), ("planted_size", 16)):
+        assert SU._planted({**base, k: v}, SU._fn("guarded")) != rows, k
+    # a scale with its own draws says so
+    own = SU.note_planted_scales({**base, "seed": 5})
+    assert "no other scale draws the same instances" in own and "5, 200, 64" in own

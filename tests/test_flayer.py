@@ -480,3 +480,96 @@ def test_sweeps_that_decide_nothing_never_agree():
     assert "the sweeps cnn2 do not decide" in mixed
     assert sweeps_said({"base": I, "vgg": C}) == "the sweeps vgg decide otherwise"
     assert "agree" not in sweeps_said({"base": I, "vgg": I, "cnn2": I})
+
+
+# ------------------------------------------------------- notes that must follow the numbers
+def _diff(a, b):
+    from audit import stats
+    return stats.paired_difference(np.asarray(a, float), np.asarray(b, float), level=0.95,
+                                   method="t")
+
+
+def test_which_fix_note_names_the_decisive_test_and_follows_its_outcome():
+    """The smoke note said selector-mean "does" close the gap on its 95% t interval while
+    the decisive collapse test on that contrast was INCONCLUSIVE, its rule's interval
+    containing 0: a descriptive interval must not read firmer than the verdict."""
+    from audit.papers.flayer.masked_zero import RULE_COLLAPSE, premise_of
+    from audit.papers.flayer.present.masked_zero import _note_which_fix
+    from audit.verdict import premise_gate
+
+    lit = np.asarray(_B)
+    dc = _diff(lit - 0.03 + np.array([.001, .01, -.01, .005, -.002, .003, -.006, .008]), lit)
+    ds = _diff(lit + 0.11 + np.array([.02, -.03, .01, .04, -.02, .0, -.01, .03]), lit)
+    assert dc.high < ds.low  # the descriptive intervals separate the two fixes
+    mid = _tw([b + e for b, e in zip(_B, (0.0, 0.15, -0.05, 0.10, 0.02, 0.12, -0.03,
+                                          0.06))], _B)
+    p = {"n": 8, "k": 3, "margin": "0.054", "rule": mid.text(), "setting": "x"}
+    undecided = RULE_COLLAPSE(_ev(mid), params=p)
+    assert undecided.verdict.value == "INCONCLUSIVE"
+    d = mid.difference
+    assert d.low < 0 < 0.054 < d.high
+    note = _note_which_fix(dc, ds, undecided, mid, "selector-mean")
+    assert "descriptive 95% t intervals, not the decisive test" in note
+    assert "does not decide (INCONCLUSIVE: its interval contains the margin m and 0)" in note
+    assert f"{d.low:+.3f}, {d.high:+.3f}" in note  # the rule's own interval, computed
+    assert f"{100 * (1 - mid.alpha):.4g}%" in note
+    assert "close the gap" not in note and "does." not in note
+    # decided: the note says so, with no "does not decide"
+    big = _tw([b + 0.20 + e for b, e in zip(_B, (.001, .01, -.01, .005, -.002, .003, -.006,
+                                                 .008))], _B)
+    decided = RULE_COLLAPSE(_ev(big), params=p)
+    note = _note_which_fix(dc, ds, decided, big, "selector-mean")
+    assert "it decides CONFIRMED" in note and "does not decide" not in note
+    # held by the premise: the note says why, though the comparison alone decided
+    fed = [0.60, 0.63, 0.58, 0.61, 0.62, 0.605, 0.625, 0.59]
+    held = premise_gate(decided, premise_of(_tw(fed, _B, margin=0.0, alpha=0.05)))
+    note = _note_which_fix(dc, ds, held, big, "masked-delta")
+    assert "(INCONCLUSIVE: premise not reproduced)" in note
+    assert "collapse part (masked-delta - literal" in note
+
+
+def _global_tw(mean, spread, seed=1):
+    from audit import stats
+    rng = np.random.default_rng(seed)
+    b = 0.6 + 0.02 * rng.standard_normal(20)
+    z = rng.standard_normal(20)
+    z = (z - z.mean()) / z.std(ddof=1)
+    return stats.three_way(b + mean + spread * z, b, margin=0.054, equivalence_margin=0.054,
+                           alpha=0.05 / 3)
+
+
+def test_global_reading_says_which_way_it_points_from_the_numbers():
+    """FLAYER full said the global reading "pushes towards CONFIRMED" for a gap of 0.060
+    against m = 0.054 that no number of seeds up to 400 would decide: words written for
+    smoke's gap of 0.27. The phrase now follows where the rule puts the gap."""
+    from audit.papers.flayer.masked_zero import RULE_COLLAPSE_GLOBAL, global_lean
+
+    above, lean, on, below = (_global_tw(*a) for a in ((0.3, 0.01), (0.27, 0.4),
+                                                       (0.06, 0.07), (0.0, 0.01)))
+    assert (above.outcome, lean.outcome, on.outcome, below.outcome) == (
+        "SUPPORTED", "INCONCLUSIVE", "INCONCLUSIVE", "FALSIFIED")
+    assert lean.seeds_needed is not None and on.seeds_needed is None
+    assert "points towards CONFIRMED" in global_lean(above)
+    txt = global_lean(lean)
+    assert "leans towards CONFIRMED without deciding it" in txt
+    assert f"{lean.seeds_needed} pairs" in txt
+    txt = global_lean(on)
+    assert "sits on the margin" in txt and "neither towards CONFIRMED nor away" in txt
+    assert f"{on.difference.mean - 0.054:+.3g}" in txt
+    assert "does not point towards CONFIRMED" in global_lean(below)
+    part = RULE_COLLAPSE_GLOBAL({"three_way": on, "best": "selector-mean"},
+                                params={"rule": on.text()})
+    assert "pushes towards" not in part.reason and "sits on the margin" in part.reason
+
+
+def test_metric_note_sizes_the_global_gap_and_carries_the_lean():
+    from audit.papers.flayer.present.masked_zero import _note_metric
+
+    dg = _diff(np.asarray(_B) + 0.06 + np.array([.01, -.01, .02, -.02, .0, .005, -.005, .0]),
+               _B)
+    kw = dict(best="selector-mean", literal=0.587, fedavg=0.910)
+    note = _note_metric(dg, 0.022, "LEAN", **kw)
+    assert "the gap is larger than the personalised one's +0.022" in note
+    assert "by the collapse rule on that metric, LEAN." in note
+    assert "pushes towards" not in note
+    assert "smaller than" in _note_metric(dg, 0.2, "LEAN", **kw)

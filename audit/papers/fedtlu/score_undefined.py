@@ -94,12 +94,12 @@ def _planted(cfg, f) -> list[dict]:
     loss by 0.5 (1 - 0.81) |e|^2), the update of N a loud move (norm about 100 times
     larger) that raises it by 0.5 |move|^2. The score of each update and the loss change
     of updating each block alone, exactly."""
-    rng = np.random.default_rng([int(cfg["seed"]), 7])
-    m = int(cfg["planted_size"])
+    seed, n_planted, m = (int(cfg[k]) for k in D.PLANTED_DRAW_KEYS)
+    rng = np.random.default_rng([seed, 7])
     out = []
     for fam, _ in PLANTED:
         picks_useful, gains = 0, []
-        for _ in range(int(cfg["n_planted"])):
+        for _ in range(n_planted):
             z1, z2 = rng.standard_normal(m), rng.standard_normal(m)
             e = (1.0 + 0.1 * z1) if fam == "useful one-signed" else z1
             move = 10.0 * ((1.0 + 0.1 * z2) if fam == "noise one-signed" else z2)
@@ -110,7 +110,7 @@ def _planted(cfg, f) -> list[dict]:
             useful = su > sn
             picks_useful += int(useful)
             gains.append(d_useful if useful else d_noise)
-        out.append({"family": fam, "n": int(cfg["n_planted"]), "useful_picked": picks_useful,
+        out.append({"family": fam, "n": n_planted, "useful_picked": picks_useful,
                     "mean_loss_decrease_of_pick": float(np.mean(gains))})
     return out
 
@@ -202,6 +202,36 @@ def _table(decl: tuple, rows) -> Table:
     return Table(title, columns, tuple(rows), note)
 
 
+def note_kinds(parts) -> str:
+    """NOTE_KINDS: how many parts there are of each kind, and which, from the parts."""
+    by_kind: dict[str, list[str]] = {}
+    for p in parts:
+        by_kind.setdefault(p.kind, []).append(p.id)
+    texts = []
+    for kind, ids in by_kind.items():
+        one, many, gloss = D.KIND_WORDS.get(kind, (kind, kind + "s", ""))
+        texts.append(D.KIND_TEXT.format(count=len(ids), word=one if len(ids) == 1 else many,
+                                        ids=", ".join(f"`{i}`" for i in ids), gloss=gloss))
+    kinds = (texts[0] if len(texts) == 1 else
+             ", ".join(texts[:-1]) + " and " + texts[-1])
+    return D.NOTE_KINDS.format(n=len(parts), kinds=kinds)
+
+
+def note_planted_scales(cfg, scales=SCALES) -> str:
+    """Whether other scales draw planted-pick's very instances (the same values of
+    ``D.PLANTED_DRAW_KEYS`` as ``cfg``): then its results there are one computation, not
+    a replication; said from the configs, never typed in."""
+    keys = D.PLANTED_DRAW_KEYS
+    same = [name for name, c in scales.items() if all(c.get(k) == cfg.get(k) for k in keys)]
+    fields = {"keys": ", ".join(keys), "values": ", ".join(str(cfg[k]) for k in keys)}
+    if len(same) < 2:
+        return D.NOTE_PLANTED_OWN.format(**fields)
+    differ = sorted({k for a in same for b in same for k in set(scales[a]) | set(scales[b])
+                     if scales[a].get(k) != scales[b].get(k)})
+    return D.NOTE_PLANTED_SAME.format(scales=", ".join(same),
+                                      differ=", ".join(differ) or "nothing", **fields)
+
+
 def analyse(results, ctx: RunContext) -> Analysis:
     cfg = ctx.config
     lit, grd = results[RunSpec("literal")], results[RunSpec("guarded")]
@@ -257,7 +287,7 @@ def analyse(results, ctx: RunContext) -> Analysis:
     figs = [Figure(*D.FIGURE_SCALE, tuple({"label": m["layer"], "x": m["log10_c"],
                                            "y": m["scaled"]} for m in grd["moves"]),
                    caption=D.FIGURE_SCALE_CAPTION)]
-    notes = [*D.NOTES, D.NOTE_SCALE.format(
+    notes = [note_kinds(parts), note_planted_scales(cfg), *D.NOTES, D.NOTE_SCALE.format(
         small=gm["pattern v, scaled 1e-3"]["score"], large=gm["pattern v, scaled 1e3"]["score"],
         tiny=gm["tiny one-signed move (1e-4 +- 10%)"]["score"],
         loud=gm["large zero-mean move (sd 1)"]["score"])]

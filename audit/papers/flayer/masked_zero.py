@@ -161,11 +161,32 @@ RULE_A_MAP = _sweep_measured("weight-map", D.RULE_A_MAP, "A_l {}",
                              "sweep over the readings of Eq. 2", "the reading")
 
 
+def global_lean(tw) -> str:
+    """Which way the global-model reading points, from where the collapse rule (``tw``, its
+    three-way result on the global accuracy) puts the gap against the margin: decided
+    above m (towards CONFIRMED) or below it; undecided with the mean above or below m and a
+    seed count that would decide it (leaning, not deciding); or on the margin, where the
+    rule names no seed count (neither way)."""
+    margin, mean = float(tw.margin), float(tw.difference.mean)
+    if tw.outcome == "SUPPORTED":
+        return D.LEAN_ABOVE.format(margin=margin)
+    if tw.outcome == "FALSIFIED":
+        return D.LEAN_BELOW.format(margin=margin)
+    side = tw.seeds_decide
+    seeds = tw.seeds_phrase("pairs")
+    if seeds and side == "SUPPORTED":
+        return D.LEAN_UP.format(dist=mean - margin, margin=margin, seeds=seeds)
+    if seeds and side == "FALSIFIED":
+        return D.LEAN_DOWN.format(dist=margin - mean, margin=margin, seeds=seeds)
+    return D.LEAN_ON_MARGIN.format(mean=mean, margin=margin, signed=mean - margin)
+
+
 def _decide_collapse_global(ev: Mapping[str, Any]):
     tw = ev["three_way"]
     would = on_reviewer(tw.outcome, holds_when="SUPPORTED").value
     return (Outcome.INCONCLUSIVE,
-            D.COLLAPSE_GLOBAL_REASON.format(best=ev["best"], reason=tw.reason, would=would),
+            D.COLLAPSE_GLOBAL_REASON.format(best=ev["best"], reason=tw.reason, would=would,
+                                            lean=global_lean(tw)),
             "")
 
 
@@ -416,6 +437,7 @@ def evidence(results: Mapping[RunSpec, Mapping], ctx: RunContext) -> dict[str, A
                            equivalence_margin=equiv, alpha=alpha_k)
     part_g = RULE_COLLAPSE_GLOBAL({"three_way": tw_g, "best": best},
                                   params={"rule": tw_g.text()})
+    lean_g = global_lean(tw_g)  # the same phrase for the metric note
     head_rows = [(lb, head_of("" if lb == "base" else lb, cfg),
                   gaps[lb], sweep_out[lb].value, sweep_notes.get(lb, ""))
                  for lb in sweep_out if lb == "base" or lb.startswith("head=")]

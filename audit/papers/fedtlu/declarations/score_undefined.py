@@ -219,13 +219,32 @@ FIGURE_SCALE_CAPTION = ("Flat lines: multiplying an update by c changes ||dW|| b
                         "the score not at all.")
 
 # ==================================================================================== notes
+#: the first note, filled from the parts (their kinds and ids, counted, never typed in)
+NOTE_KINDS = (
+    "No premise: no part measures an effect of the paper's method over training seeds, so "
+    "no part is gated. Of the {n} parts, {kinds}. Each rule can return each of its "
+    "outcomes (tests drive them with synthetic inputs): `undefined` is REFUTED if the "
+    "literal formula were finite on the std = 0 updates, `scale-invariant` if a scaled "
+    "update changed its score, `planted-pick` if the score picked the useful block "
+    "significantly more often in every family.")
+#: a kind's count and parts in NOTE_KINDS: "{count} {word} ({ids}: {gloss})"
+KIND_TEXT = "{count} {word} ({ids}: {gloss})"
+#: kind -> (singular, plural, what its verdict is)
+KIND_WORDS = {
+    "derivation": ("derivation", "derivations", "computations, not experiments"),
+    "experiment": ("experiment", "experiments", "seeded draws, decided with exact binomial "
+                                                "intervals and tests"),
+    "measurement": ("measurement", "measurements", "a number, no verdict"),
+}
+#: the config keys planted-pick's draws depend on (``_planted`` reads exactly these)
+PLANTED_DRAW_KEYS = ("seed", "n_planted", "planted_size")
+NOTE_PLANTED_SAME = (
+    "planted-pick's draws depend only on {keys} ({values} here), and these are the same at "
+    "the scales {scales}: its pick rates there are one computation run again, not a "
+    "replication (those scales differ only in {differ}, which planted-pick does not read).")
+NOTE_PLANTED_OWN = ("planted-pick's draws depend only on {keys} ({values} here); no other "
+                    "scale draws the same instances.")
 NOTES = (
-    "No premise: the claim is mathematics (what a printed formula evaluates to, and an "
-    "algebraic identity), not an effect of the paper's method measured over seeds, so "
-    "all three parts are derivations (their verdicts are computations, not experiments) and "
-    "no part is gated. Each rule can return each of its outcomes (tests drive them with "
-    "synthetic inputs): `undefined` is REFUTED if the literal formula were finite on the "
-    "std = 0 updates, `scale-invariant` if a scaled update changed its score.",
     "audit.papers.fedtlu.algorithm.score handles std = 0 by a choice of ours (documented in "
     "its docstring): an all-zero update scores 0.0 and a constant non-zero one +inf; "
     "the test for 'constant' is exact equality of the entries, because np.std of a "

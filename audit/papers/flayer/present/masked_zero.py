@@ -24,7 +24,8 @@ ARM_NAMES = tuple(a.name for a in ARMS)
 EVIDENCE = (
     "est_s", "pers", "glob", "ratio", "zeros", "n_test", "n_pers", "resolution", "best",
     "corrected", "tw", "sens_ok", "sens_txt", "sweep_gaps", "margin", "equiv", "alpha",
-    "frac", "k", "alpha_k", "premise", "sweep_rows", "setting_rows", "parts", "eq4")
+    "frac", "k", "alpha_k", "premise", "sweep_rows", "setting_rows", "parts", "eq4",
+    "lean_g")
 
 
 def _estimates(ev: Mapping[str, Any], results, seeds) -> tuple[list[Estimate], float, dict]:
@@ -165,19 +166,44 @@ def _note_premise(premise, dl, level: float) -> str:
                                  dl_ci=stats.ci_text(dl, D.CI_T, paren=True))
 
 
-def _note_which_fix(dc, ds) -> str:
-    """NOTE_WHICH_FIX: carry-over and selector-mean minus literal, each with its interval;
-    separated only where both are intervals (a point's ends compare points)."""
+def _note_which_fix(dc, ds, collapse, tw, best: str) -> str:
+    """NOTE_WHICH_FIX: carry-over and selector-mean minus literal, each with its descriptive
+    95% t interval; separated only where both are intervals (a point's ends compare
+    points). Beside them, the decisive test: the collapse part (``collapse``, decided on
+    ``tw``, ``best`` - literal at the rule's level) and whether it decides, so the
+    descriptive intervals never read firmer than the verdict."""
     which = (D.WHICH_NO_INTERVAL if stats.no_interval(dc) or stats.no_interval(ds) else
              D.WHICH_SEPARATED if dc.high < ds.low else D.WHICH_NOT_SEPARATED)
+    margin = float(tw.margin)
+    if collapse.verdict.value != "INCONCLUSIVE":
+        said = D.WHICH_DECIDED.format(verdict=collapse.verdict.value)
+    else:
+        why = []
+        if getattr(collapse, "held", ""):
+            why.append(D.WHICH_HELD.format(held=collapse.held))
+        d = tw.difference
+        if not stats.no_interval(d):
+            inside = [w for w, v in (("the margin m", margin), ("0", 0.0))
+                      if float(d.low) <= v <= float(d.high)]
+            if inside:
+                why.append(D.WHICH_CONTAINS.format(what=" and ".join(inside)))
+        said = D.WHICH_UNDECIDED.format(why=": " + "; ".join(why) if why else "")
+    decisive = D.WHICH_DECISIVE.format(
+        best=best, margin=margin, said=said,
+        rule_ci=stats.ci_text(tw.difference, D.CI_RULE, level=100 * (1 - tw.alpha)))
     return D.NOTE_WHICH_FIX.format(
         dc=dc, ds=ds, dc_ci=stats.ci_text(dc, D.CI_T, paren=True),
-        ds_ci=stats.ci_text(ds, D.CI_T, paren=True), which=which)
+        ds_ci=stats.ci_text(ds, D.CI_T, paren=True), which=which, decisive=decisive)
 
 
-def _note_metric(dg, **fields) -> str:
-    """NOTE_METRIC: the best corrected arm minus literal on the global model, ``dg``."""
-    return D.NOTE_METRIC.format(dg=dg, dg_ci=stats.ci_text(dg, D.ENDS, paren=True), **fields)
+def _note_metric(dg, dp: float, lean: str, **fields) -> str:
+    """NOTE_METRIC: the best corrected arm minus literal on the global model, ``dg``,
+    beside the personalised gap's mean ``dp``, and ``lean``: which way the collapse rule
+    on the global metric points (the claim's ``global_lean``)."""
+    size = (D.GAP_LARGER if dg.mean > dp else D.GAP_SMALLER if dg.mean < dp
+            else D.GAP_SAME)
+    return D.NOTE_METRIC.format(dg=dg, dg_ci=stats.ci_text(dg, D.CI_T, paren=True),
+                                size=size, dp=dp, lean=lean, **fields)
 
 
 def analysis(ev: Mapping[str, Any], results: Mapping[RunSpec, Mapping],
@@ -187,7 +213,7 @@ def analysis(ev: Mapping[str, Any], results: Mapping[RunSpec, Mapping],
     cfg, seeds = ctx.config, list(ctx.seeds)
     (est_s, pers, glob, ratio, zeros, n_test, n_pers, resolution, best, corrected, tw,
      sens_ok, sens_txt, sweep_gaps, margin, equiv, alpha, frac, k, alpha_k, premise,
-     sweep_rows, setting_rows, parts, eq4) = (ev[k] for k in EVIDENCE)
+     sweep_rows, setting_rows, parts, eq4, lean_g) = (ev[k] for k in EVIDENCE)
     E, pos, mults = _estimates(ev, results, seeds)
     # ---- as-released with the release's x20 rate factor (reported)
     x20_seeds = [s for s in seeds if RunSpec("as-released", s, X20) in results]
@@ -221,9 +247,9 @@ def analysis(ev: Mapping[str, Any], results: Mapping[RunSpec, Mapping],
         (glob[best], glob["literal"]), (pers["literal"], pers["fedavg"])))
     notes = (
         _note_premise(premise, dl, 100 * (1 - alpha)),
-        _note_which_fix(dc, ds),
-        _note_metric(dg, best=best, literal=glob["literal"].mean(),
-                     fedavg=glob["fedavg"].mean()),
+        _note_which_fix(dc, ds, next(p for p in parts if p.id == "collapse"), tw, best),
+        _note_metric(dg, float(np.mean(pers[best] - pers["literal"])), lean_g, best=best,
+                     literal=glob["literal"].mean(), fedavg=glob["fedavg"].mean()),
         D.NOTE_AS_RELEASED.format(pos=pos, best=best, x20=x20_txt),
         D.NOTE_ALPHA.format(frac=frac, alpha=alpha, k=k, alpha_k=alpha_k),
         D.NOTE_MARGIN.format(margin=margin, equiv=equiv),
