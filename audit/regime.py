@@ -395,7 +395,7 @@ def markdown(maps: Sequence[Mapping], figure_link: str | None = None) -> list[st
                   "|" + "---|" * (len(keys) + 6)]
         for i, c in enumerate(cells):
             st = c["stats"]
-            mark = " **(chosen)**" if m.get("chosen") == i else ""
+            mark = " **(the map's pick)**" if m.get("chosen") == i else ""
             if not b_learns(c, d.get("b_floor")):
                 mark += f" ({b} below the floor {d['b_floor']:g})"
             lines += ["| " + " | ".join(
@@ -415,7 +415,7 @@ def markdown(maps: Sequence[Mapping], figure_link: str | None = None) -> list[st
                       f"for want of the effect they would explain."]
         else:
             c = cells[m["chosen"]]
-            lines += [f"{shows} of {len(cells)} cells show the effect; the chosen cell is "
+            lines += [f"{shows} of {len(cells)} cells show the effect; the map's pick is "
                       + ", ".join(f"`{k}` = {c['labels'].get(k)}" for k in keys)
                       + f" ({_f(c['stats']['mean'])}, interval [{_f(c['stats']['low'])}, "
                       f"{_f(c['stats']['high'])}] on {c['stats']['n']} tuning seeds)."]

@@ -414,6 +414,11 @@ def _stability_line(stab: Mapping, data: Mapping | None = None) -> str:
     if not bits:
         return "Stability: not applicable (an exact computation)."
     label = "fragile" if stab.get("fragile") else "stable"
+    if label == "stable" and stab.get("flip") is not None and not stab.get("resolution"):
+        # the flip half of the test needs the metric's resolution (test examples): with
+        # none, "stable" rests on the left-out seeds alone
+        label = ("stable by leave-one-seed-out; the flip distance is not judged: its "
+                 "metric has no resolution in test examples")
     return f"Stability ({label}): " + "; ".join(bits) + "."
 
 

@@ -217,3 +217,17 @@ def test_a_premise_measured_in_a_setting_chosen_on_test_data_says_so_in_the_inde
     # a choice that read the verdict's own seeds says so too (LIPS smoke's pilot)
     lips = _load("lips-dropout-control")
     assert report._premise_cell(lips).endswith("(setting chosen on verdict seeds)")
+
+
+def test_stable_without_a_resolution_says_it_rests_on_the_left_out_seeds_alone():
+    data = _load("fedtlu-lower-bound")  # flip in share of ||g||^2: no resolution
+    assert data["stability"]["resolution"] is None and not data["stability"]["fragile"]
+    line = report._stability_line(data["stability"], data)
+    assert line.startswith("Stability (stable by leave-one-seed-out; the flip distance is "
+                           "not judged: its metric has no resolution in test examples): ")
+    full = json.loads((REPORTS / "full" / "lips-dropout-control.json").read_text())
+    assert full["stability"]["resolution"] and not full["stability"]["fragile"]
+    assert report._stability_line(full["stability"], full).startswith("Stability (stable): ")
+    lips = _load("lips-dropout-control")  # no flip distance at all: nothing to judge
+    assert lips["stability"]["flip"] is None
+    assert report._stability_line(lips["stability"], lips).startswith("Stability (stable): ")

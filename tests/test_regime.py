@@ -91,7 +91,7 @@ def test_the_map_is_written_beside_the_report_and_printed_in_it(toy, tmp_path):
     report.write_data(data, out)
     md = (out / f"{claim.id}.md").read_text()
     assert "## Where the paper's own effect appears (regime map)" in md
-    assert "**(chosen)**" in md and "regime.png" in md
+    assert "**(the map's pick)**" in md and "regime.png" in md
     stored = json.loads((out / f"{claim.id}.json").read_text())
     assert stored["regime_maps"][0]["chosen"] == 1
     # a map of another scale in the folder is not printed in this scale's report
