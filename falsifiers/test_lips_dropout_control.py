@@ -198,3 +198,18 @@ def test_selection_optimism_is_tested_against_d(result):
         assert rng >= 2.0  # d at smoke scale
     if part.verdict == Outcome.CONFIRMED:
         assert e.low > 2.0
+
+def test_gap_equivalence_needs_sensitivity_on_the_gap_itself(result):
+    # the planted handicap is sized on accuracy; an equivalence of the train-test gaps
+    # counts only where that arm also moves the gap by at least d, told apart
+    d = float(result.ctx.config["equivalence_margin"])
+    shift = result.verdict.estimate("planted_gap_shift")
+    sensitive = result.verdict.estimate("gap_sensitive").value == 1.0
+    if abs(shift.value) < d:
+        assert not sensitive
+    if sensitive:
+        assert shift.low > 0 or shift.high < 0  # told apart, whichever way it moved
+    else:
+        reason = result.verdict.part("gap-not-narrowed").reason
+        assert "with assay sensitivity shown" not in reason
+        assert "no assay sensitivity on the gap" in reason

@@ -26,7 +26,8 @@ EVIDENCE = (
     "cmp", "tw_rand", "tw_gap", "tw_prem", "tw_sens", "tw_sens_side", "tw_acc", "tw_cos",
     "cos_freeze", "opt", "at_last", "at_best", "sensitive", "sens_side", "sens_both",
     "cos_sens", "alpha", "a_side", "a_both", "frac", "d_margin", "resolution", "n", "R",
-    "short_rounds", "every", "grid_range", "freeze_round", "cos_arms", "n_test")
+    "short_rounds", "every", "grid_range", "freeze_round", "cos_arms", "n_test",
+    "tw_gap_sens", "sens_gap", "gap_why")
 
 
 def _paired(a, b):
@@ -48,10 +49,21 @@ def _cmp_row(name: str, tw) -> tuple:
             "" if tw.seeds_needed is None else tw.seeds_needed)
 
 
-def _note_sensitivity(sd, conf: float, **fields) -> str:
-    """NOTE_SENSITIVITY: FedBN minus its cut-short copy ``sd`` with its ``conf`` % interval."""
-    return D.NOTE_SENSITIVITY.format(sd=sd, sd_ci=stats.ci_text(sd, D.CI_CONF_2, conf=conf),
+def _note_sensitivity(sd, conf: float, gap_tw=None, gap_shown: bool = False,
+                      gap_why: str = "", **fields) -> str:
+    """NOTE_SENSITIVITY: FedBN minus its cut-short copy ``sd`` with its ``conf`` % interval;
+    then, given ``gap_tw`` (the three-way rule on the cut-short copy's train-test gap
+    minus FedBN's, at the gap part's alpha), NOTE_SENSITIVITY_GAP: whether it shows assay
+    sensitivity on the gap (``gap_shown``; ``gap_why`` says why not)."""
+    text = D.NOTE_SENSITIVITY.format(sd=sd, sd_ci=stats.ci_text(sd, D.CI_CONF_2, conf=conf),
                                      **fields)
+    if gap_tw is None:
+        return text
+    g = gap_tw.difference
+    shown = D.SHOWN[bool(gap_shown)] + ("" if gap_shown else f" ({gap_why})")
+    return text + D.NOTE_SENSITIVITY_GAP.format(
+        g=g, g_ci=stats.ci_text(g, D.CI_CONF_2, conf=100 * (1 - gap_tw.alpha)),
+        outcome=gap_tw.outcome, shown=shown)
 
 
 def _note_gain(g, **fields) -> str:
@@ -137,7 +149,7 @@ def analysis(ev: Mapping[str, Any], results: Mapping[RunSpec, Mapping],
      tw_prem, tw_sens, tw_sens_side, tw_acc, tw_cos, cos_freeze, opt, at_last, at_best,
      sensitive, sens_side, sens_both, cos_sens, alpha, a_side, a_both, frac, d_margin,
      resolution, n, R, short_rounds, every, grid_range, freeze_round, cos_arms,
-     n_test) = (ev[k] for k in EVIDENCE)
+     n_test, tw_gap_sens, sens_gap, gap_why) = (ev[k] for k in EVIDENCE)
     s_l = sel["lips"]
 
     def of(name: str, diff, unit: str = "points", key: str = "", **fmt) -> Estimate:
@@ -193,6 +205,9 @@ def analysis(ev: Mapping[str, Any], results: Mapping[RunSpec, Mapping],
                       s_l["test_if_test_tuned"].mean() - acc["fedbn"].mean(),
                       D.EST["lips_gain_if_tuned_on_test"]),
             of("gap_fedbn_minus_lips", tw_gap.difference, conf=conf(a_side)),
+            of("planted_gap_shift", tw_gap_sens.difference, conf=conf(a_side),
+               short_rounds=short_rounds, rounds=R, d=d_margin),
+            flag("gap_sensitive", sens_gap),
             of("lips_minus_fedbn_best_round", at_best),
             Estimate("cosine_margin", COS_MARGIN, unit="cosine",
                      description=D.EST["cosine_margin"]),
@@ -215,7 +230,8 @@ def analysis(ev: Mapping[str, Any], results: Mapping[RunSpec, Mapping],
                                            frac=frac, resolution=resolution))
     t_side = Table(D.T_SIDE, D.T_CMP_COLUMNS,
                    (_cmp_row("lips - lips-random", tw_rand),
-                    _cmp_row("planted: fedbn - fedbn-short (beside alpha)", tw_sens_side)),
+                    _cmp_row("planted: fedbn - fedbn-short (this part's alpha)",
+                             tw_sens_side)),
                    note=D.T_SIDE_NOTE.format(d=d_margin, alpha=a_side))
     t_curve = Table(D.T_CURVE, D.T_CURVE_COLUMNS, tuple(
         (a,) + _ci(gap[a]) + tuple(round(float(x[a].mean()), 2) for x in (peak, best, last, bml))
@@ -245,7 +261,8 @@ def analysis(ev: Mapping[str, Any], results: Mapping[RunSpec, Mapping],
         _note_sensitivity(tw_sens.difference, conf(alpha), short_rounds=short_rounds,
                           rounds=R, outcome=tw_sens.outcome, alpha=alpha,
                           detected=D.DETECTED[sensitive], a_side=a_side,
-                          detected_side=D.DETECTED[sens_side], mdes=mdes or D.NO_MDES),
+                          detected_side=D.DETECTED[sens_side], mdes=mdes or D.NO_MDES,
+                          gap_tw=tw_gap_sens, gap_shown=sens_gap, gap_why=gap_why),
         _note_gain(at_last, where=D.GAIN_WHERE[where], decided="; ".join(
             f"{p.id}: {MEASURED if p.kind == 'measurement' else p.verdict.value}"
             for p in parts)),
