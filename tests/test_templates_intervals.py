@@ -144,10 +144,23 @@ def test_flayer_notes_print_no_point_as_an_interval(est):
         status = "not reproduced"
         estimate = Estimate.of("premise", est)  # a NaN interval is dropped: None ends
 
-    texts = [P._note_premise(Premise, est, 95.0), P._note_which_fix(est, est),
-             P._note_metric(est, best="carry-over", literal=0.1, fedavg=0.2)]
+    texts = [P._note_premise(Premise, est, 95.0), _which_fix(P, est, est, rule=est),
+             P._note_metric(est, 0.05, "it points neither way", best="carry-over",
+                            literal=0.1, fedavg=0.2)]
     for text in texts:
         assert "(95% t)" not in _honest(text) and "% interval)" not in text
+
+
+def _which_fix(P, dc, ds, rule=None, verdict="INCONCLUSIVE"):
+    """``_note_which_fix`` with the decisive collapse test beside it: an INCONCLUSIVE part
+    (or ``verdict``) decided on ``rule`` (default: ``ds``), m = 0.054, alpha = 0.05."""
+    from types import SimpleNamespace as NS
+
+    from audit.verdict import Outcome
+
+    collapse = NS(verdict=Outcome(verdict), held="")
+    tw = NS(margin=0.054, difference=ds if rule is None else rule, alpha=0.05)
+    return P._note_which_fix(dc, ds, collapse, tw, "selector-mean")
 
 
 def test_flayer_which_fix_separates_only_two_intervals():
@@ -159,11 +172,11 @@ def test_flayer_which_fix_separates_only_two_intervals():
     low = _flat(value=-5.0)  # a point below the interval: its ends compare points
     assert low.high < high.low
     for dc, ds in [(low, high), (_nan(-5.0), high), (high, high)]:
-        text = P._note_which_fix(dc, ds)
-        assert text.endswith(D.WHICH_NO_INTERVAL if dc is not high else
-                             D.WHICH_NOT_SEPARATED), text
+        text = _which_fix(P, dc, ds)
+        assert (D.WHICH_NO_INTERVAL if dc is not high else D.WHICH_NOT_SEPARATED) in text, text
     far = stats.paired_difference([-9.0, -8.2, -8.8, -9.4, -8.6, -9.1], [0.0] * 6, method="t")
-    assert P._note_which_fix(far, high).endswith(D.WHICH_SEPARATED)
+    assert D.WHICH_SEPARATED in _which_fix(P, far, high)
+    assert D.WHICH_NOT_SEPARATED not in _which_fix(P, far, high)
 
 
 def test_flayer_sensitivity_text_prints_no_point_as_an_interval():
