@@ -460,7 +460,10 @@ def render_markdown(data: Mapping, figure_dir: str | None = None) -> str:
         est = premise.get("estimate") or {}
         ci = _ci(est)
         ci = "" if not ci else f" {ci}" if _is_point(est) else f", CI {ci}"
-        val = f": {_fmt(est['value'])}{ci}" if est else ""
+        # which estimate: a premise decided per setting shows one setting's (FedTLU: the
+        # noisy one's), and the name says which
+        name = f" (`{est['name']}`)" if isinstance(est.get("name"), str) and est["name"] else ""
+        val = f": {_fmt(est['value'])}{name}{ci}" if est else ""
         leans = (f" ({verdict.PREMISE_AGAINST.removeprefix(', ')})"
                  if _leans_against(premise) else "")
         prem_loo = _premise_loo_text(data.get("stability"), premise["status"])

@@ -27,6 +27,9 @@ def test_markdown_opens_with_questions_then_premise_and_stability(data):
     assert md[premise].startswith("**Premise** (the paper's own effect, measured first): "
                                   "better scores above base")
     assert "toy premise: the mean gain is positive" in md[premise]
+    # the figure names its estimate (a premise decided per setting shows one setting's)
+    name = data["premise"]["estimate"]["name"]
+    assert f" (`{name}`), CI [" in md[premise] or f" (`{name}`) " in md[premise], md[premise]
     assert md[premise + 2].startswith("Stability (")
     # fields from the JSON are inert markdown (safeio.md_text escapes a leading "2412."
     # as an ordered-list number); as rendered, the backslash is not shown
