@@ -1136,11 +1136,10 @@ def _premise_cell(data: Mapping, out_dir: Path | None = None, cid: str = "") -> 
                 value, bool) else ""
             prem = _premise_loo(d.get("stability"), p["status"])
             frail = prem is not None and prem.fragile
-            return str(p["status"]) + (f" (estimate against the effect{at})" if against
-                                       else "") + (" (fragile)" if frail else "") + (
-                " (setting chosen on verdict seeds)" if _searches_flag(d, "verdict_seeds_used")
-                else "") + (" (setting chosen on test data)"
-                            if _searches_flag(d, "test_metric_read") else "")
+            marks = [f"estimate against the effect{at}"] * against + ["fragile"] * frail + [
+                "setting chosen on verdict seeds"] * _searches_flag(d, "verdict_seeds_used") + [
+                "setting chosen on test data"] * _searches_flag(d, "test_metric_read")
+            return str(p["status"]) + (f" ({'; '.join(marks)})" if marks else "")
         # no premise: mathematics only where no part is an experiment (an exact claim may
         # run a fixed simulation, which is no proof)
         return "— (none declared)" if _has_experiment(d) else "— (mathematics)"

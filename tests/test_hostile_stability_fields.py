@@ -145,7 +145,7 @@ def test_hostile_new_fields_leave_every_page_whole(tmp_path):
     index = (out / "README.md").read_text()
     # an undecided premise is never marked fragile
     row = next(ln for ln in index.splitlines() if ln.startswith("| [`lips-dropout"))
-    assert ("undecided (estimate against the effect: -0.7556) (setting chosen on verdict "
+    assert ("undecided (estimate against the effect: -0.7556; setting chosen on verdict "
             "seeds) |") in row
     page = (out / "genefl-inverted-cosine.md").read_text()
     assert "REFUTED (premise" not in page
@@ -203,8 +203,8 @@ def test_the_notes_are_read_with_a_fragile_premise():
 
 
 def test_a_premise_measured_in_a_setting_chosen_on_test_data_says_so_in_the_index():
-    data = _load("genefl-inverted-cosine")  # smoke: its search read no test metric
-    assert report._premise_cell(data) == "reproduced (fragile)"
+    data = _load("genefl-inverted-cosine")  # smoke: kept on verdict seeds, no test metric
+    assert report._premise_cell(data) == "reproduced (fragile; setting chosen on verdict seeds)"
     full = json.loads((REPORTS / "full" / "genefl-inverted-cosine.json").read_text())
     assert full["searches"][0]["test_metric_read"] is True
     assert report._premise_cell(full) == "reproduced (setting chosen on test data)"
@@ -216,7 +216,7 @@ def test_a_premise_measured_in_a_setting_chosen_on_test_data_says_so_in_the_inde
         "reproduced"
     # a choice that read the verdict's own seeds says so too (LIPS smoke's pilot)
     lips = _load("lips-dropout-control")
-    assert report._premise_cell(lips).endswith("(setting chosen on verdict seeds)")
+    assert report._premise_cell(lips).endswith("; setting chosen on verdict seeds)")
 
 
 def test_stable_without_a_resolution_says_it_rests_on_the_left_out_seeds_alone():
