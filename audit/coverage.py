@@ -553,7 +553,8 @@ def _decided_line(coverages: list[RecordCoverage]) -> str:
     p = partly_decided_count(coverages)
     f = fragile_count(coverages)
     pct = f" ({100 * d / k:.0f} %)" if k else ""
-    frail = f", {f} of them resting on a word marked fragile (a question that one seed, or one left-out seed, could leave undecided)" if f else ""
+    frail = (f", {f} of them resting on a word marked fragile (a question that one seed, or "
+             f"one left-out seed, could leave undecided)" if f else "")
     return (f"Checkable items: {k} (by computation, exact arithmetic or the paper's printed "
             f"numbers); covered by a claim: {c}; decided (every question that answers it "
             f"CONFIRMED or REFUTED at some committed scale; measurements aside): {d}{pct}"

@@ -263,8 +263,8 @@ def _shape_problem(data: Mapping) -> str | None:
                 and isinstance(stab.get("unit", ""), str)
                 and isinstance(stab.get("flip_part", ""), (str, type(None)))):
             return ("'stability' must be null or an object with whole-number counts "
-                    "(loo_agree <= loo_total <= the report's seeds), flip and resolution numbers >= 0 or null, "
-                    "and string unit and flip_part")
+                    "(loo_agree <= loo_total <= the report's seeds), flip and resolution "
+                    "numbers >= 0 or null, and string unit and flip_part")
     return None
 
 
@@ -462,7 +462,8 @@ def render_markdown(data: Mapping, figure_dir: str | None = None) -> str:
         ci = "" if not ci else f" {ci}" if _is_point(est) else f", CI {ci}"
         # which estimate: a premise decided per setting shows one setting's (FedTLU: the
         # noisy one's), and the name says which
-        name = f" (`{est['name']}`)" if isinstance(est.get("name"), str) and est["name"] else ""
+        name = (f" (`{est['name']}`)" if isinstance(est.get("name"), str) and est["name"]
+                else "")
         val = f": {_fmt(est['value'])}{name}{ci}" if est else ""
         leans = (f" ({verdict.PREMISE_AGAINST.removeprefix(', ')})"
                  if _leans_against(premise) else "")
@@ -1450,10 +1451,9 @@ def _notes_caveat(data: Mapping) -> list[str]:
     if prem is not None and prem.fragile:
         bits.append(f"the premise is {prem.status} in only {prem.agree} of the "
                     f"{prem.total} leave-one-seed-out subsets")
-    loo = _question_loo(stab)
+    loo, frail = _question_loo(stab), _fragile_questions(data)
     for q in report_questions(data):
-        if q.get("id") not in _fragile_questions(data) \
-                or q.get("verdict") not in ("CONFIRMED", "REFUTED"):
+        if q.get("id") not in frail or q.get("verdict") not in ("CONFIRMED", "REFUTED"):
             continue
         a, t = loo.get(q["id"], (0, 0))[:2]
         bits.append(f"`{q['id']}` ({q['verdict']}) is fragile"
