@@ -28,7 +28,20 @@ def test_measured_rounds_are_two_increasing_counts_within_the_run(R):
     assert 0 < r1 < r2 <= max(2, min(R, MAX_MEASURED_ROUNDS))
 
 
-def test_estimate_measures_one_arm_and_extrapolates_the_rest():
+def test_estimate_measures_one_arm_and_extrapolates_the_rest(monkeypatch):
+    import audit.estimate as E
+
+    # the units run, but the clock is a model of it (0.5 s + 0.01 s a round): a test must
+    # not depend on the machine's load, which can make 10 rounds time below 3
+    real = E._time_unit
+
+    def modelled(claim, ctx, spec):
+        real(claim, ctx, spec)
+        key = rounds_key(ctx.config)
+        rounds = ctx.config[key[0]] if len(key) == 1 else ctx.config[key[0]][key[1]]
+        return 0.5 + 0.01 * rounds
+
+    monkeypatch.setattr(E, "_time_unit", modelled)
     claim = claims.get("flayer-masked-zero")
     lines = []
     est = estimate(claim, "smoke", seeds=2, arms=["fedavg"], progress=lines.append)
@@ -37,7 +50,8 @@ def test_estimate_measures_one_arm_and_extrapolates_the_rest():
     assert est["rounds"] == claim.scales["smoke"]["rounds"]
     assert est["measured_rounds"] == list(measured_rounds(est["rounds"]))
     fit = est["fits"]["fedavg"]
-    assert fit["per_round_s"] > 0 and len(fit["runs_s"]) == 2
+    assert fit["per_round_s"] == pytest.approx(0.01) and len(fit["runs_s"]) == 2
+    assert fit["setup_s"] == pytest.approx(0.5)
     assert set(est["extrapolated_arms"]) == {s.arm for s in specs} - {"fedavg"}
     # the total is the sum over units of setup + rounds x per-round time
     assert est["total_s"] == pytest.approx(sum(est["per_arm_s"].values()))
