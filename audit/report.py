@@ -645,7 +645,8 @@ def report_questions(data: Mapping, claim=None) -> list[dict]:
     parts = data.get("parts")
     if isinstance(parts, list):
         data = {**data, "parts": [
-            {k: _basis(v) for k, v in p.items() if k != "basis" or isinstance(v, str)}
+            {k: _basis(v) if k == "basis" else v for k, v in p.items()
+             if k != "basis" or isinstance(v, str)}
             if isinstance(p, Mapping) else p for p in parts]}
     return [{**q, "basis": _basis(q["basis"])} if isinstance(q.get("basis"), str) else q
             for q in questions.of_report(data, claim)]

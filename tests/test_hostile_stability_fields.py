@@ -179,6 +179,14 @@ def test_a_very_long_basis_is_cut_where_it_is_printed():
     row = next(ln for ln in md.splitlines() if ln.startswith("| `prose-inverted`"))
     assert "x" * (report.BASIS_MAX - 4) in row and "x" * report.BASIS_MAX not in row
     assert len(md) < 4 * len(report.render_markdown(_load("genefl-inverted-cosine")))
+    # only the basis is cut: an older report's questions, derived from its parts, keep
+    # the parts' long reasons whole
+    data.pop("questions")
+    for p in data["parts"]:
+        p["reason"] = "r" * 2000
+    qs = report.report_questions(data, claims.registry()[data["id"]])
+    assert qs and all(len(q["reason"]) >= 2000 for q in qs if q.get("reason"))
+    assert all(len(q.get("basis", "")) <= report.BASIS_MAX for q in qs)
 
 
 def test_the_notes_are_read_with_a_fragile_premise():
