@@ -12,7 +12,8 @@ written by hand. The reasoning, with the measurements behind each choice, is in
   reported beside a verdict. Resampling always takes an explicit generator.
 * A claim "A beats B by at least m" is decided by the three-way rule :func:`three_way`
   (SUPPORTED / FALSIFIED / INCONCLUSIVE): Hall's skewness-corrected t interval, widened
-  at each end by a skewness allowance, and exact sign tests (``scipy.stats.binom``) must
+  at each end by a skewness allowance (clamped at Hall's turning point, past which an end
+  would narrow again), and exact sign tests (``scipy.stats.binom``) must
   agree at alpha / 2 per side, on at least :data:`MIN_PAIRS` pairs that are not all
   equal and hold enough differing seeds; otherwise the rule refuses and says why. Its
   error rates are measured by ``audit/calibration.py`` against alpha / 2 per side.
@@ -463,17 +464,57 @@ def _hall_bounds(mean, sd, skew, n: int, level: float):
     data; inverting it at the t quantiles gives the interval. At g = 0 it is the
     Student-t interval. P. Hall, "On the removal of skewness by transformation",
     JRSS B 54 (1992) 221-228.
+
+    An end is not monotone in g: skewness against it widens it up to a turning point
+    (g = -:func:`hall_turning_point` for the lower end, + for the upper) and narrows it
+    again beyond, where T's inverse has passed the cubic's flat point (at n = 10 and
+    95 %, the lower end is 0.72 SD from the mean at g = 0, 2.96 SD at g = -1.53, and
+    back to 1.05 SD at g = -8). So each end reads g clamped at its turning point: a
+    sample more skewed against an end never gets that end closer to its mean.
     """
     q = _t_quantile(0.5 + level / 2, n - 1) / math.sqrt(n)
     mean, sd, skew = (np.asarray(v, dtype=float) for v in (mean, sd, skew))
+    turn = hall_turning_point(n, level)
 
-    def inverse(y):
+    def inverse(y, g):
         with np.errstate(all="ignore"):
-            shifted = y - skew / (6 * n)
-            x = 3.0 / skew * (np.cbrt(1.0 + skew * shifted) - 1.0)
-        return np.where(np.abs(skew) < 1e-8, shifted, x)
+            shifted = y - g / (6 * n)
+            x = 3.0 / g * (np.cbrt(1.0 + g * shifted) - 1.0)
+        return np.where(np.abs(g) < 1e-8, shifted, x)
 
-    return mean - sd * inverse(q), mean - sd * inverse(-q)
+    return (mean - sd * inverse(q, np.maximum(skew, -turn)),
+            mean - sd * inverse(-q, np.minimum(skew, turn)))
+
+
+@lru_cache(maxsize=None)
+def hall_turning_point(n: int, level: float) -> float:
+    """The skewness h > 0 at which Hall's interval (:func:`_hall_bounds`, n pairs, two-
+    sided ``level``) has its widest upper end; its lower end is widest at -h, the same
+    distance. Beyond h the end comes back towards the mean, so the interval clamps g
+    there. About 1.05 at n = 6, 1.53 at n = 10 and 2.32 at n = 20 for 95 %.
+
+    The end's distance from the mean in SDs is f(h) = 3 (1 - cbrt(1 - h q - h^2 / (6 n)))
+    / h with q the t quantile over sqrt(n): found on a grid, then refined by bounded
+    Brent (``scipy.optimize.minimize_scalar``) between the grid's neighbours."""
+    from scipy.optimize import minimize_scalar
+
+    if not (isinstance(n, (int, np.integer)) and n >= 2):
+        raise ValueError(f"n must be a whole number >= 2, not {n!r}")
+    q = _t_quantile(0.5 + level / 2, n - 1) / math.sqrt(n)
+
+    def width(h):
+        h = np.asarray(h, dtype=float)
+        return 3.0 * (1.0 - np.cbrt(1.0 - h * q - h * h / (6 * n))) / h
+
+    # the flat point of T's inverse (where the cube root's argument is 0) comes before
+    # the turning point; past it f falls like h^(-1/3), so the grid reaches far enough
+    # at 40 / q + 6 n
+    hs = np.linspace(1e-3, 40.0 / q + 6.0 * n, 20001)
+    i = int(np.argmax(width(hs)))
+    lo, hi = hs[max(i - 1, 0)], hs[min(i + 1, hs.size - 1)]
+    res = minimize_scalar(lambda h: -float(width(h)), bounds=(lo, hi), method="bounded",
+                          options={"xatol": 1e-10})
+    return float(res.x)
 
 
 def _skew(d: np.ndarray, axis=-1) -> np.ndarray:
@@ -1209,7 +1250,8 @@ def three_way_text(margin: float, equivalence_margin: float, alpha: float,
             f"{_g(equivalence_margin)}), with assay sensitivity; INCONCLUSIVE otherwise, and "
             f"always with fewer than {MIN_PAIRS} pairs, with all differences equal, or "
             f"with fewer than {min_differing(side)} seeds whose arms differ; the CI's ends "
-            f"allow for skewness {_g(SKEW_ALLOWANCE)} beyond the sample's, against each end. "
+            f"allow for skewness {_g(SKEW_ALLOWANCE)} beyond the sample's, against each end, "
+            f"up to the skewness where Hall's correction would turn back towards the mean. "
             f"Each error (false SUPPORTED, false FALSIFIED) is at most alpha / 2 = {_g(side)}, "
             f"measured by simulation (python -m audit.calibration)")
 

@@ -730,3 +730,85 @@ def test_a_seed_count_at_or_below_the_pairs_run_says_this_sample_did_not_decide(
     if wide.seeds_needed:
         assert wide.seeds_phrase() == f"{wide.seeds_needed} seeds"
         assert "already run" not in wide.reason
+
+
+# --------------------------------------------------------------------------- #
+# Hall's interval: its ends against the skewness, and the turning point
+# --------------------------------------------------------------------------- #
+
+def _hall_end_by_roots(g: float, n: int, level: float, upper: bool) -> float:
+    """The end of Hall's interval (mean 0, SD 1) solved from the cubic itself, not from
+    the cube-root formula under test: sqrt(n) T(x) = -+t, T(x) = x + g x^2 / 3
+    + g^2 x^3 / 27 + g / (6 n) (Hall 1992, eq. for the transformation), with
+    x = (mean - mu) / sd, so the end is mu = -x; T is monotone, so one real root."""
+    q = stats.t.ppf(0.5 + level / 2, n - 1) / math.sqrt(n)
+    y = -q if upper else q
+    if g == 0:
+        return -y
+    roots = np.roots([g * g / 27, g / 3, 1.0, g / (6 * n) - y])
+    # T is monotone: one real root (the others a complex pair); take the root with the
+    # smallest imaginary part, so rounding near the flat point cannot lose it
+    return -float(roots[np.argmin(np.abs(roots.imag))].real)
+
+
+@pytest.mark.parametrize("n", [6, 10, 20])
+def test_hall_interval_at_zero_skew_is_the_t_interval(n):
+    rng = np.random.default_rng(n)
+    a, b = rng.normal(size=n), rng.normal(size=n)
+    d = a - b  # its own skewness is not zero: the interval is read at g = 0
+    lo, hi = stats_mod._hall_bounds(d.mean(), d.std(ddof=1), 0.0, n, 0.95)
+    ci = stats.ttest_1samp(d, 0.0).confidence_interval(0.95)
+    assert (float(lo), float(hi)) == pytest.approx((ci.low, ci.high), rel=1e-12)
+
+
+@pytest.mark.parametrize("n", [6, 10, 20])
+@pytest.mark.parametrize("g", [-1.0, -0.4, 0.3, 0.9])
+def test_hall_ends_solve_the_cubic_before_the_turning_point(n, g):
+    # inside (-h, h), where no end is clamped, both ends are Hall's transformation
+    # inverted at the t quantiles, as the cubic's own root gives them
+    assert abs(g) < stats_mod.hall_turning_point(n, 0.95)
+    lo, hi = stats_mod._hall_bounds(0.0, 1.0, g, n, 0.95)
+    assert float(lo) == pytest.approx(_hall_end_by_roots(g, n, 0.95, upper=False), abs=1e-9)
+    assert float(hi) == pytest.approx(_hall_end_by_roots(g, n, 0.95, upper=True), abs=1e-9)
+
+
+@pytest.mark.parametrize("n", [5, 10, 20, 50])
+@pytest.mark.parametrize("level", [0.95, 0.99])
+def test_hall_turning_point_is_where_the_unclamped_end_is_widest(n, level):
+    # on a fine grid of the cubic's own roots, the upper end (skewness g > 0 against it)
+    # is widest at the turning point and narrower on either side of it
+    h = stats_mod.hall_turning_point(n, level)
+    grid = np.linspace(0.05, 4 * h, 801)
+    ends = np.array([_hall_end_by_roots(g, n, level, upper=True) for g in grid])
+    assert grid[np.argmax(ends)] == pytest.approx(h, abs=4 * h / 800)
+    assert ends.max() > _hall_end_by_roots(4 * h, n, level, upper=True) * 1.2
+
+
+@pytest.mark.parametrize("n", [6, 10, 20])
+def test_hall_ends_never_narrow_as_the_skewness_turns_against_them(n):
+    # past the turning point the unclamped ends came back towards the mean (at n = 10
+    # the lower end was 2.96 SD out at g = -1.53 and 1.05 SD at g = -8); clamped, a
+    # sample more skewed against an end has that end at least as far out
+    g = np.linspace(-12, 12, 4801)
+    lo, hi = stats_mod._hall_bounds(np.zeros_like(g), np.ones_like(g), g, n, 0.95)
+    assert np.all(np.diff(lo) >= -1e-12)  # g rising: the lower end moves up or stays
+    assert np.all(np.diff(hi) >= -1e-12)  # the upper end moves up or stays
+    h = stats_mod.hall_turning_point(n, 0.95)
+    widest = _hall_end_by_roots(h, n, 0.95, upper=True)
+    assert float(hi[-1]) == pytest.approx(widest, rel=1e-9)
+    assert float(lo[0]) == pytest.approx(-widest, rel=1e-9)
+
+
+def test_the_rule_reads_a_strongly_skewed_sample_no_narrower_than_a_milder_one():
+    # one seed far below the rest: the rule's lower end (skewness allowance against it)
+    # must sit at least as many SDs below the mean as for a milder left skew (before the
+    # clamp: 2.88 SDs at skewness -0.48, 1.96 at -2.05)
+    mild = np.array([1.0, 1.1, 1.2, 1.3, 1.4, 1.5, 1.6, 1.7, 1.8, 0.6])
+    strong = np.array([1.0, 1.1, 1.2, 1.3, 1.4, 1.5, 1.6, 1.7, 1.8, -2.0])
+    reach = []
+    for d in (mild, strong):
+        assert stats.skew(d) < 0
+        res = stats_mod.three_way(d, np.zeros_like(d), margin=0.0, equivalence_margin=0.5)
+        reach.append((res.difference.mean - res.difference.low) / d.std(ddof=1))
+    assert stats.skew(strong) < stats.skew(mild) - 1
+    assert reach[1] >= reach[0] - 1e-12
