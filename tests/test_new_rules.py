@@ -88,6 +88,36 @@ def test_a_carry_over_refutation_no_arm_could_escape_says_so():
     assert fmz.RULE_CARRY(_carry_ev(same, lit), params=params).basis == ""  # not given
 
 
+def test_a_held_refutation_no_arm_could_escape_needs_the_headroom_too():
+    """The premise gate holds a no-headroom REFUTED: its premise reproducing would not let
+    this setting decide it, so what would decide it names the headroom after the premise;
+    a held REFUTED that had headroom, and a part the gate lets through, keep the gate's
+    own needs."""
+    from audit.verdict import Premise, premise_gate
+
+    rng = np.random.default_rng(3)
+    lit = rng.normal(0.5, 0.01, 12)
+    same = lit + rng.normal(0, 0.002, 12)
+    params = {"n": 12, "rule": "r", "margin": "0.054"}
+    absent = Premise("FLAYER beats FedAvg", "not reproduced", "made up")
+    shown = Premise("FLAYER beats FedAvg", "reproduced", "made up")
+
+    def part(lead, premise):
+        ev = {**_carry_ev(same, lit), "headroom": ("as-released", lead)}
+        return fmz._held_without_headroom(premise_gate(fmz.RULE_CARRY(ev, params=params),
+                                                       premise), ("as-released", lead), 0.054)
+
+    boxed = part(0.039, absent)
+    assert boxed.verdict == Outcome.INCONCLUSIVE and boxed.ungated == "REFUTED"
+    assert boxed.needs.startswith("a scale or setting where the paper's effect reproduces; ")
+    assert "some arm comes m = 0.054 above literal" in boxed.needs
+    assert "as-released, +0.039" in boxed.needs
+    free = part(0.08, absent)
+    assert free.needs == "a scale or setting where the paper's effect reproduces"
+    through = part(0.039, shown)
+    assert through.verdict == Outcome.REFUTED and through.needs == ""
+
+
 def test_head_size_is_a_measurement_that_says_whether_s_matters():
     one = fmz.RULE_HEAD({"rows": [("base", 1, 0.12, "CONFIRMED", "")]})
     assert one.verdict == Outcome.INCONCLUSIVE and "no head-size sweep" in one.reason

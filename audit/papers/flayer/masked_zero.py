@@ -11,6 +11,7 @@ server rule is the only difference), as-released, fedavg.
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from typing import Any, Mapping
 
 import numpy as np
@@ -121,6 +122,18 @@ def _decide_collapse(ev: Mapping[str, Any]):
 
 
 RULE_COLLAPSE = Rule("collapse", D.RULE_COLLAPSE, _decide_collapse)
+
+
+def _held_without_headroom(part, headroom, margin: float):
+    """A part the premise gate holds whose comparison alone refuted on a setting where no
+    arm comes m above literal (its ``basis``, set by :func:`_guarded` for that case
+    only): the premise reproducing would not let this setting decide it, so what would
+    decide it names the headroom too."""
+    if not (part.held and part.ungated == Outcome.REFUTED.value and part.basis
+            and headroom is not None):
+        return part
+    return replace(part, needs=part.needs + "; " + D.HEADROOM_NEEDS.format(
+        margin=margin, arm=headroom[0], lead=headroom[1]))
 
 
 def _decide_carry(ev: Mapping[str, Any]):
@@ -426,13 +439,15 @@ def evidence(results: Mapping[RunSpec, Mapping], ctx: RunContext) -> dict[str, A
     params = {"n": tw.n, "k": k, "margin": f"{margin:g}", "rule": tw.text(),
               "setting": f"{cfg['model']}, {cfg['n_clients']} clients, {cpr_base} per "
                          f"round, layer = {cfg.get('layer_unit', 'tensor')}"}
-    part_c = premise_gate(RULE_COLLAPSE(ev_c, params=params), premise)
+    part_c = _held_without_headroom(premise_gate(RULE_COLLAPSE(ev_c, params=params),
+                                                 premise), headroom, margin)
     tw_co, co_sens, co_txt = compare("carry-over", pers["carry-over"], pers["literal"], alpha)
     part_co = premise_gate(RULE_CARRY({"three_way": tw_co, "sensitive": co_sens,
                                        "sensitivity": co_txt, "resolution": resolution,
                                        "headroom": headroom},
                                       params={"n": tw_co.n, "rule": tw_co.text(),
                                               "margin": f"{margin:g}"}), premise)
+    part_co = _held_without_headroom(part_co, headroom, margin)
     tw_g = stats.three_way(glob[best], glob["literal"], margin=margin,
                            equivalence_margin=equiv, alpha=alpha_k)
     part_g = RULE_COLLAPSE_GLOBAL({"three_way": tw_g, "best": best},

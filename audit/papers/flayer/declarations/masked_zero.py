@@ -127,6 +127,12 @@ NO_HEADROOM_REASON = (
     "No arm of this run, the release's server rule and FedAvg included, is m = {margin:g} "
     "above literal (the largest mean lead: {arm} {lead:+.3f}), so a gap under m was the "
     "only outcome this setting allowed: it says nothing about the zeros alone here.")
+#: what else would decide a part the premise gate holds whose comparison alone refuted
+#: with no headroom (``masked_zero._held_without_headroom``)
+HEADROOM_NEEDS = (
+    "and there a setting where some arm comes m = {margin:g} above literal (none does "
+    "here: the largest, {arm}, {lead:+.3f}), since a gap under m was the only outcome this "
+    "one allowed")
 NOT_SENSITIVE = ("the comparison alone would refute the reviewer, but the setting has no "
                  "assay sensitivity at the margin's scale{missed}: {reason}")
 
