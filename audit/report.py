@@ -1368,13 +1368,21 @@ def _loo_counts(entry: Any) -> tuple[int, int] | None:
     return agree, total
 
 
+#: a held subset's why (``verdict.HELD_BY_PREMISE``) in the premise line's own words
+_HELD_AS = {"not shown": "undecided", "not reproduced": "not reproduced"}
+#: how a subset word the premise gate held begins its tag
+_HELD_TAG = " (decided, held: premise "
+
+
 def _subset_word(words: Mapping[str, str], held: Mapping[str, str], seed: str) -> str:
-    """A leave-one-seed-out subset's word as printed: the word, and why the premise gate
-    held it where it did ("INCONCLUSIVE (premise not shown)")."""
+    """A leave-one-seed-out subset's word as printed: the word and, where the premise gate
+    held an answer that the comparison had decided, that and the premise's status in the
+    premise line's words ("INCONCLUSIVE (decided, held: premise undecided)"); a subset
+    whose comparison was undecided on its own has no tag."""
     # only a subset held INCONCLUSIVE has a why, and only the gate's own words are one
     # (``verdict.HELD_BY_PREMISE``): a report from elsewhere names nothing else
     why = held.get(seed)
-    return words[seed] + (f" (premise {why})" if words[seed] == "INCONCLUSIVE"
+    return words[seed] + (f"{_HELD_TAG}{_HELD_AS[why]})" if words[seed] == "INCONCLUSIVE"
                           and why in verdict.HELD_BY_PREMISE else "")
 
 
@@ -1491,13 +1499,14 @@ def _seeds_or(seeds: list[str]) -> str:
 
 def _by_word(words: Mapping[str, str], skip: str, show) -> list[str]:
     """The subsets whose word is not ``skip``, grouped by the word as shown (``show``:
-    seed -> printed word): "without seed 4: INCONCLUSIVE (premise not shown)", "without
-    seed 0, 1 or 2: INCONCLUSIVE"; a word the premise gate gave first, then by count."""
+    seed -> printed word): "without seed 4: INCONCLUSIVE (decided, held: premise
+    undecided)", "without seed 0, 1 or 2: INCONCLUSIVE"; a word the premise gate held
+    first, then by count."""
     groups: dict[str, list[str]] = {}
     for seed, w in words.items():
         if w != skip:
             groups.setdefault(show(seed), []).append(seed)
-    order = sorted(groups.items(), key=lambda kv: ("(premise " not in kv[0], -len(kv[1])))
+    order = sorted(groups.items(), key=lambda kv: (_HELD_TAG not in kv[0], -len(kv[1])))
     return [f"without {_seeds_or(seeds)}: {w}" for w, seeds in order]
 
 

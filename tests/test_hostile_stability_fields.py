@@ -50,9 +50,9 @@ def test_why_a_subset_was_held_shows_only_beside_inconclusive_and_only_the_gates
     line = report._question_loo_line(stab, [{"id": "q", "verdict": "CONFIRMED",
                                              "kind": "experiment"}])
     # a decided subset word was never held; a why that is no gate's word is no why
-    assert "without seed 0: REFUTED;" in line and "REFUTED (premise" not in line
+    assert "without seed 0: REFUTED;" in line and "REFUTED (" not in line
     assert "without seed 1: INCONCLUSIVE)" in line and "heading" not in line
-    assert "without seed 2: INCONCLUSIVE (premise not reproduced)" in line
+    assert "without seed 2: INCONCLUSIVE (decided, held: premise not reproduced)" in line
 
 
 def test_a_premise_subset_entry_is_read_only_where_it_matches_the_contract():

@@ -208,8 +208,9 @@ def test_questions_every_subset_answers_alike_are_named_together_first():
 
 def test_a_subset_whose_premise_goes_unshown_says_the_gate_held_it(toy, tmp_path):
     """Leaving out the seed that carries the premise holds the gated part: the subset's
-    word says why ("INCONCLUSIVE (premise not shown)"), and it still counts against the
-    full-data word, like any other INCONCLUSIVE."""
+    word says why, in the premise line's words ("INCONCLUSIVE (decided, held: premise
+    undecided)"), and it still counts against the full-data word, like any other
+    INCONCLUSIVE."""
     from audit.verdict import Premise, premise_gate
 
     def analyse(results, ctx):
@@ -238,7 +239,7 @@ def test_a_subset_whose_premise_goes_unshown_says_the_gate_held_it(toy, tmp_path
     assert prem["loo"][str(CARRIER)] == "undecided"
     assert (prem["loo_agree"], prem["loo_total"], prem["fragile"]) == (7, 8, True)
     md = report.render_markdown(report.to_json(res))
-    assert f"without seed {CARRIER}: INCONCLUSIVE (premise not shown)" in md
+    assert f"without seed {CARRIER}: INCONCLUSIVE (decided, held: premise undecided)" in md
     assert (f"With one seed left out: reproduced in 7 of 8 subsets (without seed "
             f"{CARRIER}: undecided), fragile.") in md
 
