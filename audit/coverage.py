@@ -344,8 +344,12 @@ def _verdict_needs(claim, ref: str | None, out: Path
     needs = dict(sorted(needs.items(), key=lambda kv: report.scale_rank(kv[0])))
     if any(v in DECIDED for v in found.values()):
         needs = {}  # decided at some scale: nothing more is needed to decide it
+    # scales that need the same thing are named together, the text once
+    same: dict[str, list[str]] = {}
+    for s, n in needs.items():
+        same.setdefault(n, []).append(s)
     need = (next(iter(needs.values())) if len(needs) == 1 and len(found) == 1 else
-            "; ".join(f"{s}: {n}" for s, n in needs.items()))
+            "; ".join(f"{' and '.join(scales)}: {n}" for n, scales in same.items()))
     def shown(s: str, v: str) -> str:
         return questions.gated_text(v, alone.get(s), basis.get(s)) + (
             " (fragile)" if s in frail else "")

@@ -114,6 +114,28 @@ def _proof_decided_seeds_open(out) -> None:
     (out / "toy-q.json").write_text(json.dumps(data))
 
 
+def test_scales_that_need_the_same_thing_are_named_together(toy_registry, tmp_path):
+    """Open at both scales with one and the same "needs": the cell names both scales and
+    gives the text once; different texts stay one a scale, in scale order."""
+    from audit import coverage
+
+    claim = _toy_q()
+    out = tmp_path / "reports"
+    for folder, scale in ((out, "smoke"), (out / "full", "full")):
+        _write_report(folder, "toy-q", "INCONCLUSIVE", {"b": "INCONCLUSIVE",
+                                                        "s1": "INCONCLUSIVE"},
+                      questions={"bound": "INCONCLUSIVE", "seeds": "INCONCLUSIVE"},
+                      scale=scale)
+        data = json.loads((folder / "toy-q.json").read_text())
+        data["questions"][1]["needs"] = "the paper's setting"
+        data["questions"][0]["needs"] = f"more seeds at {scale}"
+        (folder / "toy-q.json").write_text(json.dumps(data))
+    cov = coverage.cover_record(_record(), "rec.json", {"toy-q": claim}, out)
+    by = {c.part: c for r in cov.rows for c in r.covered_by}
+    assert by["seeds"].needs == "smoke and full: the paper's setting"
+    assert by["bound"].needs == "smoke: more seeds at smoke; full: more seeds at full"
+
+
 def test_an_open_question_names_what_would_decide_it_and_the_page_counts_decided_items(
         toy_registry, monkeypatch, tmp_path):
     """A question left open at every scale carries its reports' "needs" (per scale), a
