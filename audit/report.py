@@ -1542,6 +1542,23 @@ def _question_loo_line(stability: Any, qs: Iterable) -> str:
     return "Leave-one-seed-out, by question: " + "; ".join(same + bits) + "."
 
 
+def _alone_across(q: Mapping) -> str:
+    """Where every scale gives a question one and the same word, INCONCLUSIVE, but what its
+    comparisons said on their own (where the premise gate held them: ``ungated``; else the
+    word itself) differs between scales, and decides at one: "the comparisons alone differ
+    across scales (smoke REFUTED, full INCONCLUSIVE)", so a held word at one scale is not
+    read as the run's answer at every scale. "" otherwise."""
+    by_scale = q.get("by_scale") or {}
+    if len(by_scale) < 2 or set(by_scale.values()) != {"INCONCLUSIVE"}:
+        return ""
+    ungated = q.get("ungated") or {}
+    alone = {s: str(ungated.get(s) or v) for s, v in by_scale.items()}
+    if len(set(alone.values())) < 2 or not set(alone.values()) & {"CONFIRMED", "REFUTED"}:
+        return ""
+    return ("the comparisons alone differ across scales ("
+            + ", ".join(f"{s} {w}" for s, w in alone.items()) + ")")
+
+
 def question_rows(out_dir: Path, claims: Mapping) -> tuple[list[str], list[list]]:
     """One row per reviewer question: its verdict at every scale found, side by side,
     and across scales the common word or SPLIT (never one scale promoted over another)."""
@@ -1583,7 +1600,8 @@ def question_rows(out_dir: Path, claims: Mapping) -> tuple[list[str], list[list]
                 else:
                     cells.append(v)
             both = len(q["by_scale"]) > 1
-            why = "; ".join([q["why"]] * bool(q["why"]) + [
+            alone = _alone_across(q)
+            why = "; ".join([q["why"]] * bool(q["why"]) + [alone] * bool(alone) + [
                 f"{s}: written by earlier code of this claim (commit {older[s]}): rerun to "
                 "update" for s in q["by_scale"] if older.get(s) and split] + [
                 f"{s}: {why}, so no word across scales" for s, why in missing.items()

@@ -545,3 +545,34 @@ def test_an_item_decided_only_through_a_fragile_word_is_counted_so():
             in coverage._summary(cov))
     assert "1 of them resting on a word marked fragile" in coverage._decided_line([cov])
     assert [i["fragile"] for i in cov.to_dict()["items"]] == [False, True, False]
+
+
+def test_the_index_says_where_the_comparisons_alone_differ_across_scales(toy_registry,
+                                                                          tmp_path):
+    """INCONCLUSIVE at both scales, but the premise gate held a REFUTED at smoke while the
+    comparison at full was undecided on its own: the index's caveat cell says the
+    comparisons alone differ, so smoke's held word is not read as the answer at full;
+    where they agree, or where a scale decides, it says nothing of the kind."""
+    from audit import report
+
+    claim = _toy_q()
+    out = tmp_path / "reports"
+    for folder, scale, alone in ((out, "smoke", "REFUTED"), (out / "full", "full", None)):
+        _write_report(folder, "toy-q", "INCONCLUSIVE", {"b": "INCONCLUSIVE",
+                                                        "s1": "INCONCLUSIVE"},
+                      questions={"bound": "INCONCLUSIVE", "seeds": "INCONCLUSIVE"},
+                      scale=scale)
+        data = json.loads((folder / "toy-q.json").read_text())
+        if alone:
+            data["questions"][1].update(ungated=alone, gated=True)
+        (folder / "toy-q.json").write_text(json.dumps(data))
+    header, rows = report.question_rows(out, {"toy-q": claim})
+    by_q = {r[1].split("`")[1]: dict(zip(header, r)) for r in rows}
+    assert by_q["seeds"]["why they differ / caveats"] == (
+        "the comparisons alone differ across scales (smoke REFUTED, full INCONCLUSIVE)")
+    assert by_q["bound"]["why they differ / caveats"] == "—"
+    assert report._alone_across({"by_scale": {"smoke": "INCONCLUSIVE", "full": "REFUTED"},
+                                 "ungated": {"smoke": "CONFIRMED"}}) == ""  # SPLIT: its own why
+    assert report._alone_across({"by_scale": {"smoke": "INCONCLUSIVE",
+                                              "full": "INCONCLUSIVE"},
+                                 "ungated": {"smoke": "REFUTED", "full": "REFUTED"}}) == ""
