@@ -116,6 +116,12 @@ def test_a_held_refutation_no_arm_could_escape_needs_the_headroom_too():
     assert free.needs == "a scale or setting where the paper's effect reproduces"
     through = part(0.039, shown)
     assert through.verdict == Outcome.REFUTED and through.needs == ""
+    # the question says it too (it has no ``decides`` of its own to say less)
+    from audit import questions
+
+    q = next(q for q in fmz.QUESTIONS if q.id == "falsifier-carry-over")
+    said = questions.answer(q, {"carry-over-vs-literal": boxed})
+    assert said["verdict"] == "INCONCLUSIVE" and said["needs"] == boxed.needs
 
 
 def test_head_size_is_a_measurement_that_says_whether_s_matters():

@@ -457,8 +457,9 @@ QUESTIONS = (
     Question(id="falsifier-carry-over",
              asks="The reviewer's falsifier as written: does carrying over the previous global "
                   "values, instead of averaging in the zeros, recover more than FLAYER's "
-                  "reported lead?", fields=("falsifier",), parts=("carry-over-vs-literal",),
-             decides="the paper's own effect (FLAYER beats FedAvg) must first reproduce"),
+                  "reported lead?", fields=("falsifier",), parts=("carry-over-vs-literal",)),
+    # no ``decides``: held by the premise, the part's own needs say it (the premise
+    # first, then any headroom its setting lacked: masked_zero._held_without_headroom)
     Question(id="head-size",
              asks="Is the collapse comparison stable in the head size s of Eq. 2?",
              fields=("referee_report.minor_comments[3]",), parts=("head-size",),
