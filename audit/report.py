@@ -1470,9 +1470,12 @@ def _notes_caveat(data: Mapping) -> list[str]:
     if not bits:
         return []
     n = len(data.get("seeds") or ())
+    # the lines that say more: the premise line only where the premise is the fragile one
+    see = ("the premise line and the stability line" if prem is not None and prem.fragile
+           else "the stability line")
     return [f"The notes below were written from all {n} seeds, before the check that leaves "
-            f"each out in turn; read them with what it found: {'; '.join(bits)} (see the "
-            f"premise line and the stability line).", ""]
+            f"each out in turn; read them with what it found: {'; '.join(bits)} (see "
+            f"{see}).", ""]
 
 
 def _fragile_note(q: Mapping, stability: Any, status: str | None = None) -> str:

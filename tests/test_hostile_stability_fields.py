@@ -203,8 +203,8 @@ def test_the_notes_are_read_with_a_fragile_premise():
     full = json.loads((REPORTS / "full" / "genefl-inverted-cosine.json").read_text())
     head = report.render_markdown(full).split("## What this shows")[1].split("\n\n")[1]
     assert head.endswith("read them with what it found: `selection-reversal` (REFUTED) is "
-                         "fragile: it holds in 19 of 20 (see the premise line and the "
-                         "stability line).")  # the premise holds in 20 of 20
+                         "fragile: it holds in 19 of 20 (see the stability line).")
+    # the premise holds in 20 of 20: the premise line is not pointed to
     # nothing fragile: no line
     lips = _load("lips-dropout-control")
     assert "before the check that leaves" not in report.render_markdown(lips)
