@@ -1382,7 +1382,9 @@ def _subset_word(words: Mapping[str, str], held: Mapping[str, str], seed: str) -
     # only a subset held INCONCLUSIVE has a why, and only the gate's own words are one
     # (``verdict.HELD_BY_PREMISE``): a report from elsewhere names nothing else
     why = held.get(seed)
-    return words[seed] + (f"{_HELD_TAG}{_HELD_AS[why]})" if words[seed] == "INCONCLUSIVE"
+    # a gate's word this map does not yet know prints as the gate wrote it, never a KeyError
+    return words[seed] + (f"{_HELD_TAG}{_HELD_AS.get(why, why)})"
+                          if words[seed] == "INCONCLUSIVE"
                           and why in verdict.HELD_BY_PREMISE else "")
 
 

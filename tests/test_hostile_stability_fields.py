@@ -241,3 +241,13 @@ def test_stable_without_a_resolution_says_it_rests_on_the_left_out_seeds_alone()
     lips = _load("lips-dropout-control")  # no flip distance at all: nothing to judge
     assert lips["stability"]["flip"] is None
     assert report._stability_line(lips["stability"], lips).startswith("Stability (stable): ")
+
+
+def test_a_held_why_the_map_does_not_know_prints_as_the_gate_wrote_it(monkeypatch):
+    # a gate word added later to verdict.HELD_BY_PREMISE but not to the page's map of the
+    # premise line's words prints as written, not as a KeyError
+    from audit import verdict
+
+    monkeypatch.setattr(verdict, "HELD_BY_PREMISE", verdict.HELD_BY_PREMISE + ("withdrawn",))
+    word = report._subset_word({"3": "INCONCLUSIVE"}, {"3": "withdrawn"}, "3")
+    assert word == "INCONCLUSIVE (decided, held: premise withdrawn)"
